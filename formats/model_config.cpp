@@ -1,0 +1,270 @@
+#include "formats/model_config.h"
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+namespace fak {
+namespace {
+
+using json = nlohmann::json;
+
+// Field readers that name the field and the file in their errors.
+class JsonFields {
+ public:
+  JsonFields(const json& j, const std::string& source) : j_(j), source_(source) {}
+
+  Result<int64_t> Int(const char* key) const {
+    auto it = j_.find(key);
+    if (it == j_.end() || it->is_null()) return NotFound("{}: missing field '{}'", source_, key);
+    if (!it->is_number_integer()) return Corrupt("{}: field '{}' is not an integer", source_, key);
+    return it->get<int64_t>();
+  }
+  Result<int64_t> IntOr(const char* key, int64_t def) const {
+    auto it = j_.find(key);
+    if (it == j_.end() || it->is_null()) return def;
+    return Int(key);
+  }
+  Result<double> NumberOr(const char* key, double def) const {
+    auto it = j_.find(key);
+    if (it == j_.end() || it->is_null()) return def;
+    if (!it->is_number()) return Corrupt("{}: field '{}' is not a number", source_, key);
+    return it->get<double>();
+  }
+  Result<bool> BoolOr(const char* key, bool def) const {
+    auto it = j_.find(key);
+    if (it == j_.end() || it->is_null()) return def;
+    if (!it->is_boolean()) return Corrupt("{}: field '{}' is not a boolean", source_, key);
+    return it->get<bool>();
+  }
+  std::string StringOr(const char* key, const std::string& def) const {
+    auto it = j_.find(key);
+    return (it != j_.end() && it->is_string()) ? it->get<std::string>() : def;
+  }
+
+ private:
+  const json& j_;
+  const std::string& source_;
+};
+
+Status ParseRopeScaling(const json& rs, const std::string& source, RopeConfig& rope) {
+  if (rs.is_null()) return Status::Ok();
+  if (!rs.is_object()) return Corrupt("{}: field 'rope_scaling' is not an object", source);
+  JsonFields f(rs, source);
+  std::string type = f.StringOr("rope_type", f.StringOr("type", ""));
+  FAK_ASSIGN_OR_RETURN(rope.factor, f.NumberOr("factor", 1.0));
+  FAK_ASSIGN_OR_RETURN(rope.original_max_position, f.IntOr("original_max_position_embeddings", 0));
+  if (type == "linear") {
+    rope.scaling = RopeScaling::kLinear;
+  } else if (type == "llama3") {
+    rope.scaling = RopeScaling::kLlama3;
+    FAK_ASSIGN_OR_RETURN(rope.low_freq_factor, f.NumberOr("low_freq_factor", 1.0));
+    FAK_ASSIGN_OR_RETURN(rope.high_freq_factor, f.NumberOr("high_freq_factor", 4.0));
+  } else if (type == "yarn") {
+    rope.scaling = RopeScaling::kYarn;
+    FAK_ASSIGN_OR_RETURN(rope.beta_fast, f.NumberOr("beta_fast", 32.0));
+    FAK_ASSIGN_OR_RETURN(rope.beta_slow, f.NumberOr("beta_slow", 1.0));
+    FAK_ASSIGN_OR_RETURN(rope.attn_factor, f.NumberOr("attention_factor", 1.0));
+  } else if (type == "default" || type.empty()) {
+    rope.scaling = RopeScaling::kNone;
+  } else {
+    return Unsupported("{}: rope_scaling type '{}' (fak knows linear, llama3, yarn)", source, type);
+  }
+  if (rope.factor <= 0) return Corrupt("{}: rope_scaling.factor must be positive", source);
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* RopeScalingName(RopeScaling s) {
+  switch (s) {
+    case RopeScaling::kNone: return "none";
+    case RopeScaling::kLinear: return "linear";
+    case RopeScaling::kLlama3: return "llama3";
+    case RopeScaling::kYarn: return "yarn";
+  }
+  return "?";
+}
+
+Status ModelConfig::Validate() const {
+  auto positive = [](const char* field, int64_t v) -> Status {
+    if (v <= 0) return Corrupt("model config: {} = {} must be positive", field, v);
+    return Status::Ok();
+  };
+  FAK_RETURN_IF_ERROR(positive("n_layer", n_layer));
+  FAK_RETURN_IF_ERROR(positive("d_model", d_model));
+  FAK_RETURN_IF_ERROR(positive("d_ffn", d_ffn));
+  FAK_RETURN_IF_ERROR(positive("n_head", n_head));
+  FAK_RETURN_IF_ERROR(positive("n_kv_head", n_kv_head));
+  FAK_RETURN_IF_ERROR(positive("head_dim", head_dim));
+  FAK_RETURN_IF_ERROR(positive("vocab_size", vocab_size));
+  if (n_head % n_kv_head != 0) {
+    return Corrupt("model config: n_head {} is not a multiple of n_kv_head {}", n_head, n_kv_head);
+  }
+  if (!layer_is_linear.empty() && static_cast<int64_t>(layer_is_linear.size()) != n_layer) {
+    return Corrupt("model config: {} layer types for {} layers", layer_is_linear.size(), n_layer);
+  }
+  if (n_layer > 4096 || d_model > (1 << 20) || n_head > 4096 || vocab_size > (1 << 24)) {
+    return Corrupt("model config: implausible size (n_layer {}, d_model {}, n_head {}, vocab {})", n_layer, d_model,
+                   n_head, vocab_size);
+  }
+  return Status::Ok();
+}
+
+Result<ModelConfig> ModelConfigFromHfJson(const std::string& text, const std::string& source) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Corrupt("{}: not a JSON object", source);
+  // Multimodal wrappers (Qwen3.5) keep the language model's fields under text_config.
+  if (auto tc = j.find("text_config"); tc != j.end() && tc->is_object() && !j.contains("hidden_size")) {
+    json inner = *tc;
+    if (!inner.contains("architectures") && j.contains("architectures")) inner["architectures"] = j["architectures"];
+    j = std::move(inner);
+  }
+  JsonFields f(j, source);
+  ModelConfig c;
+  const std::string model_type = f.StringOr("model_type", "");
+  if (auto a = j.find("architectures"); a != j.end() && a->is_array() && !a->empty() && (*a)[0].is_string()) {
+    c.hf_architecture = (*a)[0].get<std::string>();
+  }
+  if (model_type == "llama" || model_type == "mistral") {
+    c.arch = "llama";
+  } else if (model_type == "qwen2") {
+    c.arch = "qwen2";
+  } else if (model_type == "qwen3") {
+    c.arch = "qwen3";
+  } else if (model_type == "qwen3_next" || model_type == "qwen3_5" || model_type == "qwen3_5_text") {
+    c.arch = "qwen3_5";
+  } else {
+    return Unsupported("{}: model_type '{}' (architecture '{}') is not supported; fak runs llama, qwen2, qwen3, qwen3_5",
+                       source, model_type, c.hf_architecture);
+  }
+  FAK_ASSIGN_OR_RETURN(c.n_layer, f.Int("num_hidden_layers"));
+  FAK_ASSIGN_OR_RETURN(c.d_model, f.Int("hidden_size"));
+  FAK_ASSIGN_OR_RETURN(c.d_ffn, f.Int("intermediate_size"));
+  FAK_ASSIGN_OR_RETURN(c.n_head, f.Int("num_attention_heads"));
+  FAK_ASSIGN_OR_RETURN(c.n_kv_head, f.IntOr("num_key_value_heads", c.n_head));
+  FAK_ASSIGN_OR_RETURN(c.vocab_size, f.Int("vocab_size"));
+  FAK_ASSIGN_OR_RETURN(c.max_context, f.IntOr("max_position_embeddings", 0));
+  FAK_ASSIGN_OR_RETURN(c.norm_eps, f.NumberOr("rms_norm_eps", 1e-6));
+  FAK_ASSIGN_OR_RETURN(c.rope.theta, f.NumberOr("rope_theta", 10000.0));
+  FAK_ASSIGN_OR_RETURN(c.rope.partial_rotary_factor, f.NumberOr("partial_rotary_factor", 1.0));
+  FAK_ASSIGN_OR_RETURN(c.tied_embeddings, f.BoolOr("tie_word_embeddings", false));
+  FAK_ASSIGN_OR_RETURN(c.qkv_bias, f.BoolOr("attention_bias", c.arch == "qwen2"));
+  if (c.n_head > 0) {
+    FAK_ASSIGN_OR_RETURN(c.head_dim, f.IntOr("head_dim", c.d_model / c.n_head));
+  }
+  c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3_5";
+  c.torch_dtype = f.StringOr("torch_dtype", f.StringOr("dtype", ""));
+  if (auto rs = j.find("rope_scaling"); rs != j.end()) FAK_RETURN_IF_ERROR(ParseRopeScaling(*rs, source, c.rope));
+  FAK_ASSIGN_OR_RETURN(c.bos_token_id, f.IntOr("bos_token_id", -1));
+  if (auto e = j.find("eos_token_id"); e != j.end()) {
+    if (e->is_number_integer()) {
+      c.eos_token_ids.push_back(e->get<int64_t>());
+    } else if (e->is_array()) {
+      for (const auto& x : *e) {
+        if (!x.is_number_integer()) return Corrupt("{}: field 'eos_token_id' holds a non-integer", source);
+        c.eos_token_ids.push_back(x.get<int64_t>());
+      }
+    } else if (!e->is_null()) {
+      return Corrupt("{}: field 'eos_token_id' is neither an integer nor a list", source);
+    }
+  }
+  if (c.arch == "qwen3_5") {
+    auto lt = j.find("layer_types");
+    if (lt == j.end() || !lt->is_array()) return NotFound("{}: missing list 'layer_types' for the hybrid model", source);
+    for (const auto& t : *lt) {
+      if (!t.is_string()) return Corrupt("{}: 'layer_types' holds a non-string", source);
+      const std::string s = t.get<std::string>();
+      if (s != "linear_attention" && s != "full_attention") {
+        return Corrupt("{}: layer type '{}' (want linear_attention or full_attention)", source, s);
+      }
+      c.layer_is_linear.push_back(s == "linear_attention");
+    }
+    FAK_ASSIGN_OR_RETURN(c.linear_n_key_head, f.Int("linear_num_key_heads"));
+    FAK_ASSIGN_OR_RETURN(c.linear_n_value_head, f.Int("linear_num_value_heads"));
+    FAK_ASSIGN_OR_RETURN(c.linear_key_head_dim, f.Int("linear_key_head_dim"));
+    FAK_ASSIGN_OR_RETURN(c.linear_value_head_dim, f.Int("linear_value_head_dim"));
+    FAK_ASSIGN_OR_RETURN(c.linear_conv_kernel, f.IntOr("linear_conv_kernel_dim", 4));
+  }
+  Status v = c.Validate();
+  if (!v.ok()) return v.WithContext(source);
+  return c;
+}
+
+Result<ModelConfig> ModelConfigFromHfDir(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / "config.json").string();
+  FAK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  return ModelConfigFromHfJson(text, path);
+}
+
+Result<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
+  FAK_ASSIGN_OR_RETURN(std::string arch, file.GetString("general.architecture"));
+  ModelConfig c;
+  if (arch == "llama" || arch == "qwen2" || arch == "qwen3") {
+    c.arch = arch;
+  } else if (arch == "qwen35" || arch == "qwen3next" || arch == "qwen3_5") {
+    c.arch = "qwen3_5";
+  } else {
+    return Unsupported("{}: general.architecture '{}' is not supported; fak runs llama, qwen2, qwen3, qwen3_5",
+                       file.path(), arch);
+  }
+  auto key = [&](const char* k) { return arch + "." + k; };
+  auto get_int = [&](const char* k) -> Result<int64_t> {
+    FAK_ASSIGN_OR_RETURN(uint64_t v, file.GetUint(key(k)));
+    if (v > static_cast<uint64_t>(INT64_MAX)) return Corrupt("{}: {} = {} is too large", file.path(), key(k), v);
+    return static_cast<int64_t>(v);
+  };
+  auto get_int_or = [&](const char* k, int64_t def) -> Result<int64_t> {
+    if (file.Find(key(k)) == nullptr) return def;
+    return get_int(k);
+  };
+  FAK_ASSIGN_OR_RETURN(c.n_layer, get_int("block_count"));
+  FAK_ASSIGN_OR_RETURN(c.d_model, get_int("embedding_length"));
+  FAK_ASSIGN_OR_RETURN(c.d_ffn, get_int("feed_forward_length"));
+  FAK_ASSIGN_OR_RETURN(c.n_head, get_int("attention.head_count"));
+  FAK_ASSIGN_OR_RETURN(c.n_kv_head, get_int_or("attention.head_count_kv", c.n_head));
+  FAK_ASSIGN_OR_RETURN(c.head_dim, get_int_or("attention.key_length", c.n_head > 0 ? c.d_model / c.n_head : 0));
+  FAK_ASSIGN_OR_RETURN(c.max_context, get_int_or("context_length", 0));
+  if (file.Find(key("attention.layer_norm_rms_epsilon")) != nullptr) {
+    FAK_ASSIGN_OR_RETURN(c.norm_eps, file.GetFloat(key("attention.layer_norm_rms_epsilon")));
+  }
+  if (file.Find(key("rope.freq_base")) != nullptr) {
+    FAK_ASSIGN_OR_RETURN(c.rope.theta, file.GetFloat(key("rope.freq_base")));
+  }
+  if (file.Find(key("rope.scaling.type")) != nullptr) {
+    FAK_ASSIGN_OR_RETURN(std::string t, file.GetString(key("rope.scaling.type")));
+    if (t == "linear") c.rope.scaling = RopeScaling::kLinear;
+    else if (t == "yarn") c.rope.scaling = RopeScaling::kYarn;
+    else if (t != "none") return Unsupported("{}: {} '{}'", file.path(), key("rope.scaling.type"), t);
+    if (file.Find(key("rope.scaling.factor")) != nullptr) {
+      FAK_ASSIGN_OR_RETURN(c.rope.factor, file.GetFloat(key("rope.scaling.factor")));
+    }
+    FAK_ASSIGN_OR_RETURN(c.rope.original_max_position, get_int_or("rope.scaling.original_context_length", 0));
+  }
+  // Llama-3 style scaling is stored as a precomputed rope_freqs tensor in GGUF.
+  if (file.FindTensor("rope_freqs.weight") != nullptr) c.rope.scaling = RopeScaling::kLlama3;
+  if (file.Find(key("vocab_size")) != nullptr) {
+    FAK_ASSIGN_OR_RETURN(c.vocab_size, get_int("vocab_size"));
+  } else if (file.Find("tokenizer.ggml.tokens") != nullptr) {
+    FAK_ASSIGN_OR_RETURN(const GgufArray* toks, file.GetArray("tokenizer.ggml.tokens"));
+    c.vocab_size = static_cast<int64_t>(toks->values.size());
+  } else if (const GgufTensorInfo* emb = file.FindTensor("token_embd.weight"); emb && emb->shape.size() == 2) {
+    c.vocab_size = static_cast<int64_t>(emb->shape[1]);
+  }
+  c.tied_embeddings = file.FindTensor("output.weight") == nullptr;
+  c.qkv_bias = file.FindTensor("blk.0.attn_q.bias") != nullptr;
+  c.qk_norm = file.FindTensor("blk.0.attn_q_norm.weight") != nullptr;
+  if (file.Find("tokenizer.ggml.bos_token_id") != nullptr) {
+    FAK_ASSIGN_OR_RETURN(uint64_t b, file.GetUint("tokenizer.ggml.bos_token_id"));
+    c.bos_token_id = static_cast<int64_t>(b);
+  }
+  if (file.Find("tokenizer.ggml.eos_token_id") != nullptr) {
+    FAK_ASSIGN_OR_RETURN(uint64_t e, file.GetUint("tokenizer.ggml.eos_token_id"));
+    c.eos_token_ids.push_back(static_cast<int64_t>(e));
+  }
+  Status v = c.Validate();
+  if (!v.ok()) return v.WithContext(file.path());
+  return c;
+}
+
+}  // namespace fak

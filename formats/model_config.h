@@ -1,0 +1,70 @@
+// ModelConfig: an architecture's hyper-parameters, filled from a HuggingFace config.json or from
+// GGUF metadata. Plain data; engine/arch files read it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "formats/gguf.h"
+
+namespace fak {
+
+enum class RopeScaling { kNone, kLinear, kLlama3, kYarn };
+const char* RopeScalingName(RopeScaling s);
+
+struct RopeConfig {
+  double theta = 10000.0;
+  RopeScaling scaling = RopeScaling::kNone;
+  double factor = 1.0;
+  // llama3
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position = 0;
+  // yarn
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  double attn_factor = 1.0;
+  double partial_rotary_factor = 1.0;  // fraction of head_dim that is rotated
+};
+
+struct ModelConfig {
+  std::string arch;        // fak's name: "llama", "qwen2", "qwen3", "qwen3_5" (hybrid)
+  std::string hf_architecture;  // "Qwen2ForCausalLM" when from config.json
+  int64_t n_layer = 0;
+  int64_t d_model = 0;     // hidden_size
+  int64_t d_ffn = 0;       // intermediate_size
+  int64_t n_head = 0;
+  int64_t n_kv_head = 0;
+  int64_t head_dim = 0;
+  int64_t vocab_size = 0;
+  int64_t max_context = 0;
+  double norm_eps = 1e-6;
+  RopeConfig rope;
+  bool tied_embeddings = false;
+  bool qkv_bias = false;   // Qwen2
+  bool qk_norm = false;    // Qwen3
+  std::string torch_dtype; // "bfloat16", "float16", "float32" when declared
+  int64_t bos_token_id = -1;
+  std::vector<int64_t> eos_token_ids;
+
+  // Gated-DeltaNet hybrid (Qwen3.5-style): which layers are linear attention, and their geometry.
+  std::vector<bool> layer_is_linear;  // empty: every layer is full attention
+  int64_t linear_n_key_head = 0;
+  int64_t linear_n_value_head = 0;
+  int64_t linear_key_head_dim = 0;
+  int64_t linear_value_head_dim = 0;
+  int64_t linear_conv_kernel = 0;
+
+  // Checks internal consistency (heads divide, dims positive); names the offending field.
+  Status Validate() const;
+};
+
+// From the text of a HuggingFace config.json. `source` names it in errors.
+Result<ModelConfig> ModelConfigFromHfJson(const std::string& text, const std::string& source);
+Result<ModelConfig> ModelConfigFromHfDir(const std::string& dir);  // reads DIR/config.json
+// From GGUF metadata ("general.architecture" and "<arch>.*" keys).
+Result<ModelConfig> ModelConfigFromGguf(const GgufFile& file);
+
+}  // namespace fak
