@@ -1,0 +1,141 @@
+// Runs the real `fak` binary: exit codes and messages for good and malformed files.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/gguf_test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+RunResult RunFak(const std::string& args) {
+  RunResult r;
+  std::string cmd = std::string(FAK_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+fs::path TempDir() {
+  fs::path d = fs::temp_directory_path() / "fak_cli_test";
+  fs::create_directories(d);
+  return d;
+}
+
+void WriteBytes(const fs::path& p, const std::vector<uint8_t>& b) {
+  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), static_cast<long>(b.size()));
+}
+
+TEST(FakCli, Version) {
+  RunResult r = RunFak("--version");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.output.find("fak 0."), std::string::npos);
+  EXPECT_NE(r.output.find("commit"), std::string::npos);
+  EXPECT_NE(r.output.find("cpu backends:"), std::string::npos);
+  EXPECT_NE(r.output.find("gpu backends:"), std::string::npos);
+}
+
+TEST(FakCli, InspectGgufTextAndJson) {
+  const std::string model = "../shared/fixtures/llamacpp-tiny/tiny-llama-q8_0.gguf";
+  RunResult t = RunFak("inspect " + model);
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  EXPECT_NE(t.output.find("blk.1.ffn_down.weight"), std::string::npos);
+  EXPECT_NE(t.output.find("q8_0"), std::string::npos);
+  EXPECT_NE(t.output.find("totals:"), std::string::npos);
+  RunResult j = RunFak("inspect --json --digest " + model);
+  ASSERT_EQ(j.exit_code, 0) << j.output;
+  auto doc = nlohmann::json::parse(j.output);
+  EXPECT_EQ(doc["format"], "gguf");
+  EXPECT_EQ(doc["metadata"]["general.architecture"], "llama");
+  EXPECT_EQ(doc["metadata"]["tokenizer.ggml.tokens"]["length"], 32000);
+  EXPECT_EQ(doc["sha256"].get<std::string>().size(), 64u);
+  EXPECT_EQ(doc["totals"]["tensors"], doc["tensors"].size());
+  EXPECT_EQ(doc["model"]["n_layer"], 2);
+}
+
+TEST(FakCli, InspectHfCheckpoint) {
+  fs::path dir = TempDir() / "hf";
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << R"({"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"],
+    "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "vocab_size": 10, "tie_word_embeddings": true})";
+  nlohmann::json h = {{"model.embed_tokens.weight", {{"dtype", "BF16"}, {"shape", {10, 64}}, {"data_offsets", {0, 1280}}}}};
+  std::string hs = h.dump();
+  std::vector<uint8_t> b(8);
+  uint64_t n = hs.size();
+  std::memcpy(b.data(), &n, 8);
+  b.insert(b.end(), hs.begin(), hs.end());
+  b.resize(b.size() + 1280, 0);
+  WriteBytes(dir / "model.safetensors", b);
+  RunResult r = RunFak("inspect --json --digest " + dir.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto doc = nlohmann::json::parse(r.output);
+  EXPECT_EQ(doc["format"], "huggingface");
+  EXPECT_EQ(doc["model"]["arch"], "qwen2");
+  EXPECT_EQ(doc["tensors"][0]["type"], "BF16");
+  EXPECT_EQ(doc["shards"][0]["sha256"].get<std::string>().size(), 64u);
+}
+
+struct BadCase {
+  const char* file;
+  std::vector<uint8_t> bytes;
+  const char* needle;
+};
+
+TEST(FakCli, MalformedFilesExitNonZeroWithMessage) {
+  using fak::testing::GgufBytes;
+  std::vector<BadCase> cases;
+  cases.push_back({"magic.gguf", GgufBytes().Pod<uint32_t>(0x46554746).Pod<uint32_t>(3).Zeros(16).bytes, "bad magic"});
+  cases.push_back({"version.gguf", GgufBytes().Header(9, 0, 0).bytes, "GGUF version 9"});
+  cases.push_back({"trunc.gguf", GgufBytes().Header(3, 0, 1).Str("general.name").bytes, "truncated"});
+  cases.push_back({"count.gguf", GgufBytes().Header(3, ~0ull, 0).bytes, "tensor count"});
+  cases.push_back({"strlen.gguf", GgufBytes().Header(3, 0, 1).Pod<uint64_t>(~0ull).Zeros(16).bytes, "key length"});
+  cases.push_back({"offset.gguf", GgufBytes().Header(3, 1, 0).TensorInfo("w", {32}, 0, 1 << 20).Align().Zeros(128).bytes,
+                   "past the end"});
+  cases.push_back({"align.gguf", GgufBytes().Header(3, 1, 0).TensorInfo("w", {32}, 0, 8).Align().Zeros(256).bytes,
+                   "not aligned"});
+  cases.push_back({"dup.gguf",
+                   GgufBytes().Header(3, 2, 0).TensorInfo("w", {32}, 0, 0).TensorInfo("w", {32}, 0, 128).Align().Zeros(256).bytes,
+                   "duplicate tensor name"});
+  std::string notjson = "{\"a\": [1, 2";
+  std::vector<uint8_t> st(8);
+  uint64_t n = notjson.size();
+  std::memcpy(st.data(), &n, 8);
+  st.insert(st.end(), notjson.begin(), notjson.end());
+  cases.push_back({"bad.safetensors", st, "not valid JSON"});
+  cases.push_back({"empty.gguf", {}, "truncated"});
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.file);
+    fs::path p = TempDir() / c.file;
+    WriteBytes(p, c.bytes);
+    RunResult r = RunFak("inspect " + p.string());
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find(c.needle), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(c.file), std::string::npos) << r.output;
+  }
+  RunResult missing = RunFak("inspect /nonexistent/model.gguf");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.output.find("no such file"), std::string::npos);
+  RunResult usage = RunFak("inspect");
+  EXPECT_NE(usage.exit_code, 0);
+}
+
+}  // namespace

@@ -1,0 +1,17 @@
+// Each `fak` subcommand registers itself on the CLI11 app; its callback stores the exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace fak::cli {
+
+struct Context {
+  int exit_code = 0;
+};
+
+void RegisterInspect(CLI::App& app, Context& ctx);
+
+// Prints "fak: <message>" on stderr and returns exit code 1 (the CLI's way of reporting a Status).
+int Fail(const std::string& message);
+
+}  // namespace fak::cli
