@@ -1,0 +1,49 @@
+#include "tokenizer/loader.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/mapped_file.h"     // ReadFileToString
+#include "formats/gguf.h"         // GgufFile
+#include "tokenizer/spec_gguf.h"  // TokenizerSpecFromGguf
+#include "tokenizer/spec_hf.h"    // TokenizerSpecFromHfJson
+
+namespace fak {
+namespace {
+
+bool HasGgufMagic(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char magic[4] = {};
+  f.read(magic, 4);
+  return f.gcount() == 4 && std::string_view(magic, 4) == "GGUF";
+}
+
+}  // namespace
+
+Result<TokenizerSpec> LoadTokenizerSpec(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return NotFound("{}: no such file or directory", path);
+  fs::path json_path = path;
+  if (fs::is_directory(path, ec)) {
+    json_path = fs::path(path) / "tokenizer.json";
+    if (!fs::exists(json_path, ec)) return NotFound("{}: directory has no tokenizer.json", path);
+  } else if (HasGgufMagic(path)) {
+    FAK_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::Open(path));
+    return TokenizerSpecFromGguf(gguf);
+  }
+  FAK_ASSIGN_OR_RETURN(const std::string json, ReadFileToString(json_path.string()));
+  std::string config;
+  const fs::path config_path = json_path.parent_path() / "tokenizer_config.json";
+  if (fs::exists(config_path, ec)) {
+    FAK_ASSIGN_OR_RETURN(config, ReadFileToString(config_path.string()));
+  }
+  return TokenizerSpecFromHfJson(json, config, json_path.string());
+}
+
+Result<Tokenizer> LoadTokenizer(const std::string& path) {
+  FAK_ASSIGN_OR_RETURN(TokenizerSpec spec, LoadTokenizerSpec(path));
+  return Tokenizer::Create(std::move(spec));
+}
+
+}  // namespace fak
