@@ -1,0 +1,39 @@
+#include "backends/cpu/isa_tables.h"
+
+namespace fak::cpu {
+namespace {
+
+KernelTable Build(Isa isa, void (*fill_matvec)(KernelTable*), void (*fill_matmul)(KernelTable*)) {
+  KernelTable t = *ScalarKernels();  // any entry an ISA leaves empty falls back to the reference
+  t.isa = isa;
+  fill_matvec(&t);
+  fill_matmul(&t);
+  return t;
+}
+
+}  // namespace
+
+#if defined(__x86_64__)
+const KernelTable* Avx2Kernels() {
+  static const KernelTable table = Build(Isa::kAvx2, FillAvx2MatVec, FillAvx2MatMul);
+  return &table;
+}
+const KernelTable* Avx512Kernels() {
+  static const KernelTable table = Build(Isa::kAvx512, FillAvx512MatVec, FillAvx512MatMul);
+  return &table;
+}
+const KernelTable* NeonKernels() { return nullptr; }
+#elif defined(__aarch64__)
+const KernelTable* Avx2Kernels() { return nullptr; }
+const KernelTable* Avx512Kernels() { return nullptr; }
+const KernelTable* NeonKernels() {
+  static const KernelTable table = Build(Isa::kNeon, FillNeonMatVec, FillNeonMatMul);
+  return &table;
+}
+#else
+const KernelTable* Avx2Kernels() { return nullptr; }
+const KernelTable* Avx512Kernels() { return nullptr; }
+const KernelTable* NeonKernels() { return nullptr; }
+#endif
+
+}  // namespace fak::cpu

@@ -1,0 +1,60 @@
+// The scalar table: the quant/ reference dots, row by row. Always compiled; it is what every other
+// table is tested against.
+#include "backends/cpu/kernels.h"
+#include "quant/f16.h"   // VecDotF16F32, VecDotBf16F32
+#include "quant/q4_k.h"  // VecDotQ4_KQ8_K
+#include "quant/q6_k.h"  // VecDotQ6_KQ8_K
+#include "quant/q8_0.h"  // VecDotQ8_0Q8_0
+
+namespace fak::cpu {
+namespace {
+
+float DotF16(int64_t n, const uint8_t* w, const uint8_t* a) {
+  return VecDotF16F32(n, reinterpret_cast<const uint16_t*>(w), reinterpret_cast<const float*>(a));
+}
+float DotBf16(int64_t n, const uint8_t* w, const uint8_t* a) {
+  return VecDotBf16F32(n, reinterpret_cast<const uint16_t*>(w), reinterpret_cast<const float*>(a));
+}
+float DotQ8_0(int64_t n, const uint8_t* w, const uint8_t* a) {
+  return VecDotQ8_0Q8_0(n, reinterpret_cast<const BlockQ8_0*>(w), reinterpret_cast<const BlockQ8_0*>(a));
+}
+float DotQ4_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  return VecDotQ4_KQ8_K(n, reinterpret_cast<const BlockQ4_K*>(w), reinterpret_cast<const BlockQ8_K*>(a));
+}
+float DotQ6_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  return VecDotQ6_KQ8_K(n, reinterpret_cast<const BlockQ6_K*>(w), reinterpret_cast<const BlockQ8_K*>(a));
+}
+
+template <float (*kDot)(int64_t, const uint8_t*, const uint8_t*)>
+void MatVec(const uint8_t* w, size_t row_bytes, int64_t n, const uint8_t* act, float* y, int64_t r0,
+            int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) y[r] = kDot(n, w + r * row_bytes, act);
+}
+
+template <float (*kDot)(int64_t, const uint8_t*, const uint8_t*)>
+void MatMul(const uint8_t* w, size_t row_bytes, int64_t n, const uint8_t* act, size_t act_stride,
+            int64_t n_tokens, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t r = r0; r < r1; ++r) y[t * ldy + r] = kDot(n, w + r * row_bytes, act + t * act_stride);
+  }
+}
+
+KernelTable MakeTable() {
+  KernelTable t;
+  t.isa = Isa::kScalar;
+  t.matvec[0] = MatVec<DotF16>, t.matmul[0] = MatMul<DotF16>;
+  t.matvec[1] = MatVec<DotBf16>, t.matmul[1] = MatMul<DotBf16>;
+  t.matvec[2] = MatVec<DotQ8_0>, t.matmul[2] = MatMul<DotQ8_0>;
+  t.matvec[3] = MatVec<DotQ4_K>, t.matmul[3] = MatMul<DotQ4_K>;
+  t.matvec[4] = MatVec<DotQ6_K>, t.matmul[4] = MatMul<DotQ6_K>;
+  return t;
+}
+
+}  // namespace
+
+const KernelTable* ScalarKernels() {
+  static const KernelTable table = MakeTable();
+  return &table;
+}
+
+}  // namespace fak::cpu

@@ -1,0 +1,62 @@
+#include "backends/cpu/matmul.h"
+
+namespace fak::cpu {
+
+Result<WeightFormat> WeightFormatFor(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF16: return WeightFormat::kF16;
+    case GgmlType::kBF16: return WeightFormat::kBF16;
+    case GgmlType::kQ8_0: return WeightFormat::kQ8_0;
+    case GgmlType::kQ4_K: return WeightFormat::kQ4_K;
+    case GgmlType::kQ6_K: return WeightFormat::kQ6_K;
+    default: return Unsupported("no CPU matmul kernels for weights of type {}", GgmlTypeName(type));
+  }
+}
+
+Result<QuantMatrix> MakeQuantMatrix(GgmlType type, const void* data, int64_t rows, int64_t cols) {
+  FAK_ASSIGN_OR_RETURN(WeightFormat format, WeightFormatFor(type));
+  if (rows <= 0 || cols <= 0) return InvalidArgument("matrix shape ({}, {}) is empty", rows, cols);
+  const auto row_bytes = GgmlRowBytes(type, static_cast<uint64_t>(cols));
+  if (!row_bytes) {
+    return InvalidArgument("{} rows of {} elements are not a whole number of blocks", GgmlTypeName(type), cols);
+  }
+  if (data == nullptr) return InvalidArgument("matrix data is null");
+  QuantMatrix m;
+  m.format = format;
+  m.data = static_cast<const uint8_t*>(data);
+  m.rows = rows;
+  m.cols = cols;
+  m.row_bytes = *row_bytes;
+  return m;
+}
+
+Status MatMul(const QuantMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
+              const KernelTable* table) {
+  if (n_tokens <= 0) return InvalidArgument("matmul: n_tokens is {}", n_tokens);
+  if (w.data == nullptr || x == nullptr || y == nullptr) return InvalidArgument("matmul: null buffer");
+  const KernelTable& k = table != nullptr ? *table : Kernels();
+  const int f = static_cast<int>(w.format);
+  const size_t act_stride = ActivationRowBytes(w.format, w.cols);
+  // (n_tokens, act_stride) bytes of activation blocks, quantized once and shared by every row.
+  static thread_local std::vector<uint8_t> buffer;
+  std::vector<uint8_t>& act = buffer;  // the caller's buffer, also inside the workers' lambdas
+  act.resize(act_stride * static_cast<size_t>(n_tokens) + 64);
+  pool.ParallelFor(n_tokens, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      QuantizeActivations(w.format, x + t * w.cols, act.data() + t * act_stride, w.cols);
+    }
+  });
+  // Rows are split in multiples of 16 so every thread runs whole register tiles.
+  if (n_tokens == 1) {
+    pool.ParallelFor(w.rows, 16, [&](int64_t r0, int64_t r1) {
+      k.matvec[f](w.data, w.row_bytes, w.cols, act.data(), y, r0, r1);
+    });
+  } else {
+    pool.ParallelFor(w.rows, 16, [&](int64_t r0, int64_t r1) {
+      k.matmul[f](w.data, w.row_bytes, w.cols, act.data(), act_stride, n_tokens, y, w.rows, r0, r1);
+    });
+  }
+  return Status::Ok();
+}
+
+}  // namespace fak::cpu

@@ -1,0 +1,33 @@
+// The CPU matmul op over quantized weights: y = x . W^T for a (rows, cols) weight matrix held in its
+// GGUF block format and n_tokens activation rows. Activations are quantized once per row into the
+// format's activation blocks; rows are split across the pool's threads.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/thread_pool.h"
+#include "core/status.h"
+#include "quant/ggml_type.h"
+
+namespace fak::cpu {
+
+// A weight matrix in place (typically inside a GGUF mapping): rows of `cols` elements, row_bytes apart.
+struct QuantMatrix {
+  WeightFormat format = WeightFormat::kQ8_0;
+  const uint8_t* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  size_t row_bytes = 0;
+};
+
+// Checks the type has kernels and cols is a whole number of its blocks.
+Result<QuantMatrix> MakeQuantMatrix(GgmlType type, const void* data, int64_t rows, int64_t cols);
+Result<WeightFormat> WeightFormatFor(GgmlType type);
+
+// x: (n_tokens, w.cols) f32, y: (n_tokens, w.rows) f32. Uses Kernels() unless `table` is given.
+Status MatMul(const QuantMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
+              const KernelTable* table = nullptr);
+
+}  // namespace fak::cpu

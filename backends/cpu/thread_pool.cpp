@@ -1,0 +1,130 @@
+#include "backends/cpu/thread_pool.h"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <cstdlib>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace fak::cpu {
+namespace {
+
+std::vector<int> AllowedCpus() {
+  std::vector<int> cpus;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int i = 0; i < CPU_SETSIZE; ++i) {
+      if (CPU_ISSET(i, &set)) cpus.push_back(i);
+    }
+  }
+  return cpus;
+}
+
+inline void CpuRelax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// How long a waiting thread spins before it sleeps: enough to cover the gap between two kernels of a
+// decode step.
+constexpr int kSpinIterations = 1 << 13;
+
+}  // namespace
+
+int DefaultThreadCount() {
+  if (const char* env = std::getenv("FAK_THREADS")) {
+    const int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  const size_t n = AllowedCpus().size();
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+ThreadPool::ThreadPool(int n_threads, bool pin) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+  const std::vector<int> cpus = pin ? AllowedCpus() : std::vector<int>();
+  for (int i = 1; i < n_threads_; ++i) {
+    // Workers take CPUs from the end of the allowed set; the caller usually runs on the first.
+    const int cpu = cpus.empty() ? -1 : cpus[(cpus.size() - static_cast<size_t>(i) % cpus.size()) % cpus.size()];
+    workers_.emplace_back([this, i, cpu] { WorkerLoop(i, cpu); });
+  }
+}
+
+ThreadPool::~ThreadPool() {
+  stop_.store(true, std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::WorkerLoop(int index, int cpu) {
+  if (cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+  }
+  uint32_t seen = 0;
+  for (;;) {
+    uint32_t g = generation_.load(std::memory_order_acquire);
+    for (int spin = 0; g == seen && spin < kSpinIterations; ++spin) {
+      CpuRelax();
+      if ((spin & 255) == 255) std::this_thread::yield();  // oversubscribed: let the others run
+      g = generation_.load(std::memory_order_acquire);
+    }
+    while (g == seen) {
+      generation_.wait(seen, std::memory_order_acquire);
+      g = generation_.load(std::memory_order_acquire);
+    }
+    seen = g;
+    if (stop_.load(std::memory_order_acquire)) return;
+    (*job_)(index, n_threads_);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+  }
+}
+
+void ThreadPool::Run(const std::function<void(int, int)>& fn) {
+  if (n_threads_ == 1) {
+    fn(0, 1);
+    return;
+  }
+  job_ = &fn;
+  pending_.store(n_threads_ - 1, std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.notify_all();
+  fn(0, n_threads_);
+  int left = pending_.load(std::memory_order_acquire);
+  for (int spin = 0; left != 0 && spin < kSpinIterations; ++spin) {
+    CpuRelax();
+    if ((spin & 255) == 255) std::this_thread::yield();
+    left = pending_.load(std::memory_order_acquire);
+  }
+  while (left != 0) {
+    pending_.wait(left, std::memory_order_acquire);
+    left = pending_.load(std::memory_order_acquire);
+  }
+}
+
+void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (grain < 1) grain = 1;
+  const int64_t units = (n + grain - 1) / grain;
+  const int64_t parts = units < n_threads_ ? units : n_threads_;
+  if (parts <= 1) {
+    if (n > 0) fn(0, n);
+    return;
+  }
+  Run([&](int index, int) {
+    if (index >= parts) return;
+    const int64_t u0 = units * index / parts, u1 = units * (index + 1) / parts;
+    const int64_t b = u0 * grain, e = u1 * grain < n ? u1 * grain : n;
+    if (b < e) fn(b, e);
+  });
+}
+
+}  // namespace fak::cpu
