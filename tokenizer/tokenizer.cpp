@@ -206,7 +206,9 @@ Result<Tokenizer> Tokenizer::Create(TokenizerSpec spec) {
     }
   }
 
-  FAK_ASSIGN_OR_RETURN(im.splitter, PreSplitter::Create(spec.split_patterns));
+  Result<PreSplitter> splitter = PreSplitter::Create(spec.split_patterns);
+  if (!splitter.ok()) return splitter.status().WithContext(src);
+  im.splitter = std::move(splitter).value();
   im.spec = std::move(spec);
   return t;
 }

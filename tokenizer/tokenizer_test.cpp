@@ -1,0 +1,183 @@
+// Behaviour of Tokenizer and Detokenizer on the real Qwen3 and Llama 2 vocabularies: special tokens,
+// BOS/EOS, normalization, invalid UTF-8, streaming decode.
+#include "tokenizer/tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "tokenizer/loader.h"   // LoadTokenizer
+#include "tokenizer/unicode.h"  // IsValidUtf8
+
+namespace fak {
+namespace {
+
+const Tokenizer& Qwen3() {
+  static const Tokenizer* tok = [] {
+    Result<Tokenizer> t = LoadTokenizer("../shared/fixtures/tokenizers/qwen3");
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return new Tokenizer(std::move(t).value());
+  }();
+  return *tok;
+}
+
+const Tokenizer& Llama2() {
+  static const Tokenizer* tok = [] {
+    Result<Tokenizer> t = LoadTokenizer("../shared/fixtures/vocab/ggml-vocab-llama-spm.gguf");
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return new Tokenizer(std::move(t).value());
+  }();
+  return *tok;
+}
+
+std::vector<int32_t> Enc(const Tokenizer& tok, std::string_view text, bool add_special, bool parse_special) {
+  EncodeOptions o;
+  o.add_special = add_special;
+  o.parse_special = parse_special;
+  Result<std::vector<int32_t>> ids = tok.Encode(text, o);
+  EXPECT_TRUE(ids.ok()) << ids.status().ToString();
+  return ids.ok() ? *ids : std::vector<int32_t>{};
+}
+
+TEST(Tokenizer, Qwen3SpecialTokens) {
+  const Tokenizer& q = Qwen3();
+  const int32_t im_start = q.FindToken("<|im_start|>");
+  const int32_t think = q.FindToken("<think>");
+  ASSERT_EQ(im_start, 151644);
+  ASSERT_EQ(think, 151667);
+  EXPECT_TRUE(q.IsSpecial(im_start));
+  EXPECT_FALSE(q.IsSpecial(think));  // added but not special: split out always
+  const auto parsed = Enc(q, "<|im_start|>user<think>", true, true);
+  EXPECT_EQ(parsed, (std::vector<int32_t>{151644, 872, 151667}));
+  const auto literal = Enc(q, "<|im_start|>user<think>", true, false);
+  EXPECT_NE(literal.front(), im_start);
+  EXPECT_EQ(literal.back(), think);
+  // Qwen adds no BOS; the eos/pad come from tokenizer_config.json.
+  EXPECT_EQ(Enc(q, "hi", true, false), Enc(q, "hi", false, false));
+  EXPECT_EQ(q.eos_id(), 151645);
+  EXPECT_EQ(*q.Decode(parsed), "<|im_start|>user<think>");
+  DecodeOptions skip;
+  skip.skip_special = true;
+  EXPECT_EQ(*q.Decode(parsed, skip), "user<think>");
+  EXPECT_FALSE(q.spec().chat_template.empty());
+}
+
+TEST(Tokenizer, Qwen3NormalizesToNfc) {
+  const Tokenizer& q = Qwen3();
+  EXPECT_EQ(Enc(q, "cafe\xCC\x81", false, false), Enc(q, "caf\xC3\xA9", false, false));
+}
+
+TEST(Tokenizer, InvalidUtf8BecomesReplacementCharacters) {
+  for (const Tokenizer* tok : {&Qwen3(), &Llama2()}) {
+    const std::string bad = "ab\xE2\x82 \xFF\xC0\xAF" "cd\xF0\x9F";
+    const std::string fixed = SanitizeUtf8(bad);
+    EXPECT_EQ(Enc(*tok, bad, false, false), Enc(*tok, fixed, false, false));
+    const Result<std::string> text = tok->Decode(Enc(*tok, bad, false, false));
+    ASSERT_TRUE(text.ok());
+    EXPECT_TRUE(IsValidUtf8(*text));
+    EXPECT_EQ(*text, fixed);
+  }
+}
+
+TEST(Tokenizer, Llama2BosAndDummyPrefix) {
+  const Tokenizer& l = Llama2();
+  EXPECT_EQ(Enc(l, "Hello", true, false), (std::vector<int32_t>{1, 15043}));
+  EXPECT_EQ(Enc(l, "Hello", false, false), (std::vector<int32_t>{15043}));
+  EXPECT_EQ(Enc(l, "", true, false), (std::vector<int32_t>{1}));
+  EXPECT_TRUE(Enc(l, "", false, false).empty());
+  // Special tokens in the text: parsed only when asked; text after one gets the dummy prefix again.
+  EXPECT_EQ(Enc(l, "<s>Hello", false, true), (std::vector<int32_t>{1, 15043}));
+  EXPECT_NE(Enc(l, "<s>Hello", false, false).front(), 1);
+  EXPECT_EQ(*l.Decode(std::vector<int32_t>{1, 15043}), "<s> Hello");
+  DecodeOptions skip;
+  skip.skip_special = true;
+  EXPECT_EQ(*l.Decode(std::vector<int32_t>{1, 15043, 2}, skip), "Hello");
+  // Byte fallback: a character without a piece becomes its UTF-8 bytes.
+  const auto ids = Enc(l, "\xF0\x9F\xA6\x99", false, false);  // llama emoji
+  ASSERT_EQ(ids.size(), 5u);                                 // "▁" + 4 byte pieces
+  EXPECT_EQ(l.GetTokenType(ids[1]), TokenType::kByte);
+  EXPECT_EQ(*l.Decode(ids), "\xF0\x9F\xA6\x99");
+}
+
+TEST(Tokenizer, OutOfRangeIdsAreErrors) {
+  const Tokenizer& q = Qwen3();
+  EXPECT_FALSE(q.Decode(std::vector<int32_t>{1, q.vocab_size()}).ok());
+  EXPECT_FALSE(q.Decode(std::vector<int32_t>{-1}).ok());
+  Detokenizer d(q);
+  std::string out;
+  EXPECT_FALSE(d.Push(q.vocab_size() + 5, &out).ok());
+}
+
+// Streams ids one at a time: every chunk must be valid UTF-8 and the chunks must add up to Decode.
+void CheckStreaming(const Tokenizer& tok, std::string_view text) {
+  const auto ids = Enc(tok, text, true, true);
+  Detokenizer d(tok);
+  std::string all;
+  for (int32_t id : ids) {
+    std::string chunk;
+    ASSERT_TRUE(d.Push(id, &chunk).ok());
+    EXPECT_TRUE(IsValidUtf8(chunk)) << "partial character emitted for token " << id;
+    all += chunk;
+  }
+  d.Flush(&all);
+  EXPECT_EQ(all, *tok.Decode(ids)) << text;
+}
+
+TEST(Detokenizer, StreamsWithoutPartialCharacters) {
+  const char* texts[] = {
+      "Hello world",
+      "\xF0\x9F\x98\xB6\xE2\x80\x8D\xF0\x9F\x8C\xAB\xEF\xB8\x8F emoji \xF0\x9F\xA6\x99\xF0\x9F\xA6\x99",
+      "\xE1\x9E\x80\xE1\x9E\xB6\xE1\x9E\x93\xE1\x9F\x8B Khmer and \xE6\x88\x91\xE6\x83\xB3\xE5\x9C\xA8 CJK",
+      "  leading spaces\n\n\ttabs",
+      "<|im_start|>user\nhi<|im_end|>",
+  };
+  for (const char* t : texts) {
+    CheckStreaming(Qwen3(), t);
+    CheckStreaming(Llama2(), t);
+  }
+}
+
+TEST(Detokenizer, HoldsBackIncompleteCharacterUntilItCompletes) {
+  const Tokenizer& l = Llama2();
+  // "🦙" is four byte tokens in Llama 2: nothing may come out before the fourth.
+  const auto ids = Enc(l, "\xF0\x9F\xA6\x99!", false, false);
+  Detokenizer d(l);
+  std::string out;
+  ASSERT_TRUE(d.Push(ids[0], &out).ok());  // "▁": the leading space is dropped
+  EXPECT_EQ(out, "");
+  for (int k = 1; k <= 3; ++k) {
+    ASSERT_TRUE(d.Push(ids[k], &out).ok());
+    EXPECT_EQ(out, "") << "after byte " << k;
+  }
+  ASSERT_TRUE(d.Push(ids[4], &out).ok());
+  EXPECT_EQ(out, "\xF0\x9F\xA6\x99");
+  // A sequence cut short is flushed as one U+FFFD.
+  Detokenizer cut(l);
+  std::string s;
+  ASSERT_TRUE(cut.Push(ids[1], &s).ok());
+  ASSERT_TRUE(cut.Push(ids[2], &s).ok());
+  EXPECT_EQ(s, "");
+  cut.Flush(&s);
+  EXPECT_EQ(s, "\xEF\xBF\xBD");
+}
+
+TEST(Tokenizer, ConcurrentEncodesAgree) {
+  const Tokenizer& q = Qwen3();
+  const std::string text = "Concurrent encoding of the same text, \xE6\x88\x91\xE6\x83\xB3, 12345 times.";
+  const auto expected = Enc(q, text, false, false);
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 200; ++i) {
+        if (*q.Encode(text) != expected) ++mismatches;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+}  // namespace
+}  // namespace fak
