@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang (ASan+UBSan) and runs each for a bounded time over the
+# committed corpus. New inputs go to a scratch folder; `--merge` folds the interesting ones back into
+# tests/fuzz/corpus. Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [--merge]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-60}
+merge=${2:-}
+build=build-fuzz
+if [ ! -f "$build/build.ninja" ]; then
+  CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DFAK_BUILD_FUZZERS=ON -DFAK_BUILD_TESTS=OFF -DFAK_ENABLE_CUDA=OFF > /dev/null
+fi
+ninja -C "$build" gguf_fuzz safetensors_fuzz
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+status=0
+for t in gguf safetensors; do
+  mkdir -p "$scratch/$t"
+  echo "== fuzz $t for ${secs}s"
+  if ! "$build/tests/fuzz/${t}_fuzz" -max_total_time="$secs" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
+      -artifact_prefix="$scratch/" -print_final_stats=1 "$scratch/$t" "tests/fuzz/corpus/$t" 2> "$scratch/$t.log"; then
+    status=1
+    tail -40 "$scratch/$t.log"
+    for a in "$scratch"/crash-* "$scratch"/leak-* "$scratch"/timeout-*; do
+      [ -f "$a" ] && cp "$a" tests/fuzz/ && echo "kept $(basename "$a") in tests/fuzz/"
+    done
+  else
+    grep -E '^(Done|stat::number_of_executed_units)' "$scratch/$t.log" || true
+  fi
+  if [ "$merge" = "--merge" ]; then
+    "$build/tests/fuzz/${t}_fuzz" -merge=1 "tests/fuzz/corpus/$t" "$scratch/$t" 2>&1 | tail -1
+  fi
+done
+exit $status

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The whole test suite: sanitizer build + tests, fuzzing for a bounded time, NEON kernels under
+# qemu, and last the Release build's ctest (whose summary line closes the output).
+# Run scripts/setup.sh first (the README's test command does).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+jobs=${FAK_JOBS:-$(nproc)}
+fuzz_secs=${FAK_FUZZ_SECONDS:-60}
+failed=()
+
+step() {
+  local name=$1
+  shift
+  echo "== $name"
+  if ! "$@"; then failed+=("$name"); echo "== $name FAILED"; fi
+}
+
+asan() {
+  if [ ! -f build-asan/build.ninja ]; then
+    cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Asan -DFAK_ENABLE_CUDA=OFF > /dev/null || return 1
+  fi
+  ninja -C build-asan -j "$jobs" || return 1
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j "$jobs" --timeout 600
+}
+
+step "asan+ubsan tests" asan
+step "fuzz (${fuzz_secs}s per target)" scripts/fuzz.sh "$fuzz_secs"
+if [ -x scripts/test-neon.sh ]; then
+  step "neon kernels under qemu-aarch64" scripts/test-neon.sh
+fi
+step "release build" ninja -C build -j "$jobs"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "== failed steps: ${failed[*]}"
+fi
+echo "== release tests"
+ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600
+rc=$?
+[ ${#failed[@]} -gt 0 ] && exit 1
+exit $rc
