@@ -1,5 +1,6 @@
 #include "tokenizer/tokenizer.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <unordered_map>
@@ -204,6 +205,27 @@ Result<Tokenizer> Tokenizer::Create(TokenizerSpec spec) {
         im.mergeable.emplace(spec.tokens[i], static_cast<int32_t>(i));
       }
     }
+    // SentencePiece merges by the score of the merged piece, leftmost first on ties. Every split of a
+    // mergeable piece into two mergeable pieces becomes a pair in the merge table, ranked by the
+    // score of the piece (equal scores share a rank, so the position decides, as in SentencePiece).
+    std::vector<float> distinct;
+    for (const auto& [piece, id] : im.mergeable) distinct.push_back(spec.scores[id]);
+    std::sort(distinct.begin(), distinct.end(), std::greater<>());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    for (size_t i = 0; i < n; ++i) {
+      const std::string& piece = spec.tokens[i];
+      if (piece.size() < 2 || im.mergeable.find(piece) == im.mergeable.end()) continue;
+      const auto rank = static_cast<int32_t>(
+          std::lower_bound(distinct.begin(), distinct.end(), spec.scores[i], std::greater<>()) - distinct.begin());
+      for (size_t k = 1; k < piece.size(); ++k) {
+        if ((static_cast<uint8_t>(piece[k]) & 0xC0) == 0x80) continue;  // not a character boundary
+        const auto l = im.mergeable.find(std::string_view(piece).substr(0, k));
+        const auto r = im.mergeable.find(std::string_view(piece).substr(k));
+        if (l != im.mergeable.end() && r != im.mergeable.end()) {
+          im.merges.Insert(l->second, r->second, rank, static_cast<int32_t>(i));
+        }
+      }
+    }
   }
 
   Result<PreSplitter> splitter = PreSplitter::Create(spec.split_patterns);
@@ -349,8 +371,28 @@ Status Tokenizer::Impl::EncodeText(std::string_view text, bool at_start, std::ve
     text = prepared;
   }
   if (spec.model == TokenizerModel::kSpm) {
-    SpmVocabView view{&mergeable, &spec.scores, byte_piece_ids.data(), spec.unk_id};
-    SpmEncode(view, text, out);
+    // One symbol per character: its piece, its bytes as <0xAB> pieces, or unknown.
+    std::vector<int32_t> symbols;
+    symbols.reserve(text.size());
+    for (size_t i = 0; i < text.size();) {
+      const auto b = static_cast<uint8_t>(text[i]);
+      const size_t len = std::min<size_t>(b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4, text.size() - i);
+      const std::string_view ch = text.substr(i, len);
+      const auto it = mergeable.find(ch);
+      if (it != mergeable.end()) {
+        symbols.push_back(it->second);
+      } else {
+        bool all_bytes = true;
+        for (char c : ch) all_bytes = all_bytes && byte_piece_ids[static_cast<uint8_t>(c)] >= 0;
+        if (all_bytes) {
+          for (char c : ch) symbols.push_back(byte_piece_ids[static_cast<uint8_t>(c)]);
+        } else if (spec.unk_id >= 0) {
+          symbols.push_back(spec.unk_id);
+        }
+      }
+      i += len;
+    }
+    ApplyBpeMerges(merges, symbols, out);
     return Status::Ok();
   }
   std::vector<std::string_view> words;

@@ -6,11 +6,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
 
-#include "tokenizer/loader.h"   // LoadTokenizer
+#include "tokenizer/loader.h"   // LoadTokenizer, LoadTokenizerSpec
+#include "tokenizer/merge_table.h"  // SpmEncode: the direct SentencePiece algorithm
 #include "tokenizer/unicode.h"  // SanitizeUtf8
 
 namespace fak {
@@ -101,6 +103,33 @@ TEST(TokenizerDiff, Llama2MatchesSentencePiece) {
   const std::vector<Case> cases = ReadCases("tests/fixtures/tokenizer/llama2_cases.jsonl");
   ASSERT_GE(cases.size(), 2000u);
   EXPECT_EQ(RunCases(*tok, cases, false), 0) << "of " << cases.size();
+}
+
+// The tokenizer runs SentencePiece BPE through a precomputed pair table; SpmEncode is the algorithm
+// written directly (score of the concatenation looked up per pair). Both must agree on every case.
+TEST(TokenizerDiff, Llama2PairTableMatchesDirectSentencePieceBpe) {
+  Result<TokenizerSpec> spec = LoadTokenizerSpec("../shared/fixtures/vocab/ggml-vocab-llama-spm.gguf");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  TokenIdMap mergeable;
+  int32_t byte_ids[256];
+  std::fill(std::begin(byte_ids), std::end(byte_ids), -1);
+  for (size_t i = 0; i < spec->tokens.size(); ++i) {
+    const std::string& t = spec->tokens[i];
+    if (spec->types[i] == TokenType::kNormal) mergeable.emplace(t, static_cast<int32_t>(i));
+    if (spec->types[i] == TokenType::kByte) byte_ids[std::stoi(t.substr(3, 2), nullptr, 16)] = static_cast<int32_t>(i);
+  }
+  const SpmVocabView view{&mergeable, &spec->scores, byte_ids, spec->unk_id};
+  Result<Tokenizer> tok = Tokenizer::Create(*spec);
+  ASSERT_TRUE(tok.ok());
+  int failures = 0;
+  for (const Case& c : ReadCases("tests/fixtures/tokenizer/llama2_cases.jsonl")) {
+    std::string text = "\xE2\x96\x81";
+    for (char ch : SanitizeUtf8(c.input)) text += ch == ' ' ? std::string("\xE2\x96\x81") : std::string(1, ch);
+    std::vector<int32_t> direct;
+    if (!c.input.empty()) SpmEncode(view, text, &direct);
+    if (direct != *tok->Encode(c.input, {false, false}) && ++failures <= 3) ADD_FAILURE() << c.input;
+  }
+  EXPECT_EQ(failures, 0);
 }
 
 }  // namespace
