@@ -1,0 +1,143 @@
+#include "tokenizer/template_cli.h"
+
+#include <filesystem>
+
+#include "core/mapped_file.h"  // ReadFileToString
+#include "formats/gguf.h"      // GgufFile
+
+namespace fak {
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+Result<ojson> ReadJson(const std::string& path) {
+  FAK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  ojson j = ojson::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Corrupt("{}: not valid JSON", path);
+  return j;
+}
+
+// tokenizer_config.json stores special tokens as strings or as {"content": "..."} objects.
+std::string TokenText(const ojson& j) {
+  if (j.is_string()) return j.get<std::string>();
+  if (j.is_object() && j.contains("content") && j["content"].is_string()) return j["content"].get<std::string>();
+  return "";
+}
+
+Result<std::string> PickTemplate(const ojson& field, const std::string& path, const std::string& name) {
+  if (field.is_string()) return field.get<std::string>();
+  if (field.is_array()) {
+    std::string want = name.empty() ? "default" : name;
+    for (const auto& t : field) {
+      if (t.is_object() && t.value("name", "") == want && t.contains("template") && t["template"].is_string()) {
+        return t["template"].get<std::string>();
+      }
+    }
+    return NotFound("{}: no chat template named '{}'", path, want);
+  }
+  return Corrupt("{}: chat_template must be a string or a list of named templates", path);
+}
+
+Result<ModelChatTemplate> FromDirectory(const std::string& dir, const std::string& name) {
+  namespace fs = std::filesystem;
+  ModelChatTemplate m;
+  std::string config_path = (fs::path(dir) / "tokenizer_config.json").string();
+  std::string jinja_path = (fs::path(dir) / "chat_template.jinja").string();
+  std::error_code ec;
+  bool have_config = fs::exists(config_path, ec);
+  if (have_config) {
+    FAK_ASSIGN_OR_RETURN(ojson config, ReadJson(config_path));
+    if (!config.is_object()) return Corrupt("{}: expected a JSON object", config_path);
+    if (config.contains("bos_token")) m.bos_token = TokenText(config["bos_token"]);
+    if (config.contains("eos_token")) m.eos_token = TokenText(config["eos_token"]);
+    if (config.contains("chat_template")) {
+      FAK_ASSIGN_OR_RETURN(m.source, PickTemplate(config["chat_template"], config_path, name));
+    }
+  }
+  // Newer checkpoints keep the template in its own file, which then takes precedence.
+  if (fs::exists(jinja_path, ec)) {
+    FAK_ASSIGN_OR_RETURN(m.source, ReadFileToString(jinja_path));
+  }
+  if (m.source.empty()) {
+    return NotFound("{}: no chat template (neither tokenizer_config.json's chat_template nor chat_template.jinja)", dir);
+  }
+  return m;
+}
+
+Result<ModelChatTemplate> FromGguf(const std::string& path) {
+  FAK_ASSIGN_OR_RETURN(GgufFile f, GgufFile::Open(path));
+  ModelChatTemplate m;
+  FAK_ASSIGN_OR_RETURN(m.source, f.GetString("tokenizer.chat_template"));
+  Result<const GgufArray*> tokens = f.GetArray("tokenizer.ggml.tokens");
+  auto token = [&](const char* key) -> std::string {
+    if (!tokens.ok()) return "";
+    Result<uint64_t> id = f.GetUint(key);
+    if (!id.ok() || *id >= (*tokens)->values.size()) return "";
+    const std::string* s = (*tokens)->values[*id].AsString();
+    return s ? *s : "";
+  };
+  m.bos_token = token("tokenizer.ggml.bos_token_id");
+  m.eos_token = token("tokenizer.ggml.eos_token_id");
+  return m;
+}
+
+}  // namespace
+
+Result<ModelChatTemplate> LoadModelChatTemplate(const std::string& model_path, const std::string& template_name) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(model_path, ec)) return FromDirectory(model_path, template_name);
+  if (!std::filesystem::exists(model_path, ec)) return NotFound("{}: no such file or directory", model_path);
+  if (std::filesystem::path(model_path).filename() == "tokenizer_config.json") {
+    return FromDirectory(std::filesystem::path(model_path).parent_path().string(), template_name);
+  }
+  return FromGguf(model_path);
+}
+
+Status RunTemplate(const TemplateOptions& options, std::ostream& out) {
+  if (options.model_path.empty()) return InvalidArgument("template: a model (-m) is required");
+  if (options.messages_path.empty()) return InvalidArgument("template: a messages file (-f) is required");
+  FAK_ASSIGN_OR_RETURN(ModelChatTemplate model, LoadModelChatTemplate(options.model_path, options.template_name));
+  FAK_ASSIGN_OR_RETURN(ojson input, ReadJson(options.messages_path));
+  ojson messages, tools, extra = ojson::object();
+  bool add_generation_prompt = false;
+  if (input.is_array()) {
+    messages = input;
+  } else if (input.is_object()) {
+    if (!input.contains("messages")) return InvalidArgument("{}: object has no 'messages' array", options.messages_path);
+    for (auto it = input.begin(); it != input.end(); ++it) {
+      if (it.key() == "messages") {
+        messages = it.value();
+      } else if (it.key() == "tools") {
+        tools = it.value();
+      } else if (it.key() == "add_generation_prompt") {
+        if (!it.value().is_boolean()) {
+          return InvalidArgument("{}: add_generation_prompt must be true or false", options.messages_path);
+        }
+        add_generation_prompt = it.value().get<bool>();
+      } else {
+        extra[it.key()] = it.value();
+      }
+    }
+  } else {
+    return InvalidArgument("{}: expected a JSON array of messages or an object with 'messages'", options.messages_path);
+  }
+  if (!messages.is_array()) return InvalidArgument("{}: 'messages' must be an array", options.messages_path);
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (!messages[i].is_object()) return InvalidArgument("{}: messages[{}] is not an object", options.messages_path, i);
+  }
+  if (!tools.is_null() && !tools.is_array()) return InvalidArgument("{}: 'tools' must be an array", options.messages_path);
+  if (options.add_generation_prompt) add_generation_prompt = *options.add_generation_prompt;
+
+  Result<ChatTemplate> tmpl = ChatTemplate::Parse(model.source);
+  if (!tmpl.ok()) return tmpl.status().WithContext(options.model_path);
+  Result<std::string> text =
+      RenderChat(*tmpl, messages, tools, add_generation_prompt, model.bos_token, model.eos_token, extra);
+  if (!text.ok()) return text.status().WithContext(options.model_path);
+  out << *text;
+  out.flush();
+  if (!out) return IoError("template: writing the output failed");
+  return Status::Ok();
+}
+
+}  // namespace fak
