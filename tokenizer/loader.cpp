@@ -7,6 +7,7 @@
 #include "formats/gguf.h"         // GgufFile
 #include "tokenizer/spec_gguf.h"  // TokenizerSpecFromGguf
 #include "tokenizer/spec_hf.h"    // TokenizerSpecFromHfJson
+#include "tokenizer/spec_sentencepiece.h"  // TokenizerSpecFromSentencePiece
 
 namespace fak {
 namespace {
@@ -25,12 +26,23 @@ Result<TokenizerSpec> LoadTokenizerSpec(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return NotFound("{}: no such file or directory", path);
   fs::path json_path = path;
+  fs::path spm_path;
   if (fs::is_directory(path, ec)) {
     json_path = fs::path(path) / "tokenizer.json";
-    if (!fs::exists(json_path, ec)) return NotFound("{}: directory has no tokenizer.json", path);
+    if (!fs::exists(json_path, ec)) {
+      spm_path = fs::path(path) / "tokenizer.model";
+      if (!fs::exists(spm_path, ec)) return NotFound("{}: directory has neither tokenizer.json nor tokenizer.model", path);
+    }
   } else if (HasGgufMagic(path)) {
     FAK_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::Open(path));
     return TokenizerSpecFromGguf(gguf);
+  } else if (json_path.extension() == ".model") {
+    spm_path = json_path;
+  }
+  if (!spm_path.empty()) {
+    FAK_ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(spm_path.string()));
+    return TokenizerSpecFromSentencePiece(
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), spm_path.string());
   }
   FAK_ASSIGN_OR_RETURN(const std::string json, ReadFileToString(json_path.string()));
   std::string config;

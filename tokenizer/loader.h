@@ -10,7 +10,7 @@
 namespace fak {
 
 // `path` is a GGUF file (by its magic), a tokenizer.json (tokenizer_config.json beside it is read
-// too), or a directory holding tokenizer.json.
+// too), a SentencePiece tokenizer.model, or a directory holding tokenizer.json or tokenizer.model.
 Result<TokenizerSpec> LoadTokenizerSpec(const std::string& path);
 Result<Tokenizer> LoadTokenizer(const std::string& path);
 

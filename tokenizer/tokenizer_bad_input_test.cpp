@@ -5,7 +5,9 @@
 
 #include "formats/gguf_writer.h"  // GgufWriter
 #include "tokenizer/loader.h"      // LoadTokenizer
+#include "core/mapped_file.h"      // ReadFileToString
 #include "tokenizer/spec_hf.h"     // TokenizerSpecFromHfJson
+#include "tokenizer/spec_sentencepiece.h"  // TokenizerSpecFromSentencePiece
 
 namespace fak {
 namespace {
@@ -65,6 +67,21 @@ TEST(TokenizerBadInput, MissingPaths) {
   t = LoadTokenizer(dir);
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("tokenizer.json"), std::string::npos);
+}
+
+TEST(TokenizerBadInput, SentencePieceModelErrors) {
+  const Result<std::string> model = ReadFileToString("../shared/fixtures/tokenizers/llama2/tokenizer.model");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const auto bytes = [](std::string_view s) {
+    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  };
+  ASSERT_TRUE(TokenizerSpecFromSentencePiece(bytes(*model), "tokenizer.model").ok());
+  // Cut in the middle of a piece: the error names the offset.
+  const Result<TokenizerSpec> cut = TokenizerSpecFromSentencePiece(bytes(std::string_view(*model).substr(0, 5001)), "cut.model");
+  ASSERT_FALSE(cut.ok());
+  EXPECT_NE(cut.status().message().find("cut.model: offset"), std::string::npos) << cut.status().ToString();
+  EXPECT_FALSE(TokenizerSpecFromSentencePiece(bytes("this is not protobuf"), "text.model").ok());
+  EXPECT_FALSE(TokenizerSpecFromSentencePiece(bytes(""), "empty.model").ok());
 }
 
 // A tiny SentencePiece vocabulary written as GGUF.

@@ -96,13 +96,16 @@ TEST(TokenizerDiff, Qwen3MatchesHfTokenizers) {
   EXPECT_EQ(RunCases(*tok, cases, true), 0) << "of " << cases.size();
 }
 
-// fak reads Llama 2 through the llama-spm GGUF, which carries the same 32,000-piece vocabulary.
+// Llama 2 from its own tokenizer.model, and from the llama-spm GGUF (the same 32,000 pieces).
 TEST(TokenizerDiff, Llama2MatchesSentencePiece) {
-  Result<Tokenizer> tok = LoadTokenizer("../shared/fixtures/vocab/ggml-vocab-llama-spm.gguf");
-  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
   const std::vector<Case> cases = ReadCases("tests/fixtures/tokenizer/llama2_cases.jsonl");
   ASSERT_GE(cases.size(), 2000u);
-  EXPECT_EQ(RunCases(*tok, cases, false), 0) << "of " << cases.size();
+  for (const char* path : {"../shared/fixtures/tokenizers/llama2/tokenizer.model",
+                           "../shared/fixtures/vocab/ggml-vocab-llama-spm.gguf"}) {
+    Result<Tokenizer> tok = LoadTokenizer(path);
+    ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+    EXPECT_EQ(RunCases(*tok, cases, false), 0) << path << ": of " << cases.size();
+  }
 }
 
 // The tokenizer runs SentencePiece BPE through a precomputed pair table; SpmEncode is the algorithm
