@@ -36,10 +36,15 @@ using MatMulFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n, const u
 enum class Isa : int { kScalar = 0, kAvx2, kAvx512, kNeon };
 std::string_view IsaName(Isa isa);  // "scalar", "avx2", "avx512", "neon"
 
+// Runs `iterations` rounds of int8 multiply-accumulates held in registers (the machine's int8 peak
+// when every core runs it) and returns how many multiply-accumulates that was.
+using Int8PeakFn = int64_t (*)(int64_t iterations);
+
 struct KernelTable {
   Isa isa = Isa::kScalar;
   MatVecFn matvec[kNumWeightFormats] = {};
   MatMulFn matmul[kNumWeightFormats] = {};
+  Int8PeakFn int8_peak = nullptr;
 };
 
 // The table in use: the best level the CPU supports, or FAK_ISA's choice.

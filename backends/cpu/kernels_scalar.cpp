@@ -39,6 +39,17 @@ void MatMul(const uint8_t* w, size_t row_bytes, int64_t n, const uint8_t* act, s
   }
 }
 
+int64_t Int8Peak(int64_t iterations) {
+  int32_t acc[16] = {};
+  int8_t a[16], b[16];
+  for (int i = 0; i < 16; ++i) a[i] = static_cast<int8_t>(i * 7 - 50), b[i] = static_cast<int8_t>(3 - i);
+  for (int64_t it = 0; it < iterations; ++it) {
+    for (int i = 0; i < 16; ++i) acc[i] += a[i] * b[i];
+    asm volatile("" : : "r"(acc) : "memory");
+  }
+  return iterations * 16 + (acc[0] & 0);
+}
+
 KernelTable MakeTable() {
   KernelTable t;
   t.isa = Isa::kScalar;
@@ -47,6 +58,7 @@ KernelTable MakeTable() {
   t.matvec[2] = MatVec<DotQ8_0>, t.matmul[2] = MatMul<DotQ8_0>;
   t.matvec[3] = MatVec<DotQ4_K>, t.matmul[3] = MatMul<DotQ4_K>;
   t.matvec[4] = MatVec<DotQ6_K>, t.matmul[4] = MatMul<DotQ6_K>;
+  t.int8_peak = Int8Peak;
   return t;
 }
 

@@ -32,6 +32,22 @@ void MatMulQ6_K(const uint8_t* w, size_t row_bytes, int64_t n, const uint8_t* ac
   MatMulQ6_KYmm(w, row_bytes, n / kQK_K, act, act_stride, n_tokens, y, ldy, r0, r1);
 }
 
+int64_t Int8Peak(int64_t iterations) {
+  const __m256i u = _mm256_set1_epi8(3), s = _mm256_set1_epi8(-2), ones = _mm256_set1_epi16(1);
+  __m256i a0 = _mm256_set1_epi32(0), a1 = _mm256_set1_epi32(1), a2 = _mm256_set1_epi32(2);
+  __m256i a3 = _mm256_set1_epi32(3), a4 = _mm256_set1_epi32(4), a5 = _mm256_set1_epi32(5);
+  for (int64_t it = 0; it < iterations; ++it) {
+    a0 = DotU8S8(a0, u, s), a1 = DotU8S8(a1, u, s), a2 = DotU8S8(a2, u, s);
+    a3 = DotU8S8(a3, u, s), a4 = DotU8S8(a4, u, s), a5 = DotU8S8(a5, u, s);
+    asm volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5));
+  }
+  (void)ones;
+  volatile int sink = HsumI32(_mm256_add_epi32(_mm256_add_epi32(a0, a1),
+                                               _mm256_add_epi32(_mm256_add_epi32(a2, a3), _mm256_add_epi32(a4, a5))));
+  (void)sink;
+  return iterations * 6 * 32;
+}
+
 }  // namespace
 
 void FillAvx2MatMul(KernelTable* t) {
@@ -40,6 +56,7 @@ void FillAvx2MatMul(KernelTable* t) {
   t->matmul[static_cast<int>(WeightFormat::kQ8_0)] = MatMulQ8_0;
   t->matmul[static_cast<int>(WeightFormat::kQ4_K)] = MatMulQ4_K;
   t->matmul[static_cast<int>(WeightFormat::kQ6_K)] = MatMulQ6_K;
+  t->int8_peak = Int8Peak;
 }
 
 }  // namespace fak::cpu

@@ -29,6 +29,29 @@ void MatMulQ6_K(const uint8_t* w, size_t row_bytes, int64_t n, const uint8_t* ac
   MatMulQ6_KYmm(w, row_bytes, n / kQK_K, act, act_stride, n_tokens, y, ldy, r0, r1);
 }
 
+int64_t Int8Peak(int64_t iterations) {
+  // 12 independent accumulators cover vpdpbusd's latency on two pipes.
+  const __m512i u = _mm512_set1_epi8(3), s = _mm512_set1_epi8(-2);
+  __m512i a0 = _mm512_set1_epi32(0), a1 = _mm512_set1_epi32(1), a2 = _mm512_set1_epi32(2);
+  __m512i a3 = _mm512_set1_epi32(3), a4 = _mm512_set1_epi32(4), a5 = _mm512_set1_epi32(5);
+  __m512i a6 = _mm512_set1_epi32(6), a7 = _mm512_set1_epi32(7), a8 = _mm512_set1_epi32(8);
+  __m512i a9 = _mm512_set1_epi32(9), a10 = _mm512_set1_epi32(10), a11 = _mm512_set1_epi32(11);
+  for (int64_t it = 0; it < iterations; ++it) {
+    a0 = _mm512_dpbusd_epi32(a0, u, s), a1 = _mm512_dpbusd_epi32(a1, u, s);
+    a2 = _mm512_dpbusd_epi32(a2, u, s), a3 = _mm512_dpbusd_epi32(a3, u, s);
+    a4 = _mm512_dpbusd_epi32(a4, u, s), a5 = _mm512_dpbusd_epi32(a5, u, s);
+    a6 = _mm512_dpbusd_epi32(a6, u, s), a7 = _mm512_dpbusd_epi32(a7, u, s);
+    a8 = _mm512_dpbusd_epi32(a8, u, s), a9 = _mm512_dpbusd_epi32(a9, u, s);
+    a10 = _mm512_dpbusd_epi32(a10, u, s), a11 = _mm512_dpbusd_epi32(a11, u, s);
+  }
+  __m512i sum = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)),
+                                 _mm512_add_epi32(_mm512_add_epi32(a4, a5), _mm512_add_epi32(a6, a7)));
+  sum = _mm512_add_epi32(sum, _mm512_add_epi32(_mm512_add_epi32(a8, a9), _mm512_add_epi32(a10, a11)));
+  volatile int sink = _mm512_reduce_add_epi32(sum);
+  (void)sink;
+  return iterations * 12 * 64;
+}
+
 }  // namespace
 
 void FillAvx512MatMul(KernelTable* t) {
@@ -37,6 +60,7 @@ void FillAvx512MatMul(KernelTable* t) {
   t->matmul[static_cast<int>(WeightFormat::kQ8_0)] = MatMulQ8_0;
   t->matmul[static_cast<int>(WeightFormat::kQ4_K)] = MatMulQ4_K;
   t->matmul[static_cast<int>(WeightFormat::kQ6_K)] = MatMulQ6_K;
+  t->int8_peak = Int8Peak;
 }
 
 }  // namespace fak::cpu

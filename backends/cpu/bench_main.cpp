@@ -1,0 +1,49 @@
+// fak_bench_kernels: the kernel benchmark as a standalone binary (`fak bench kernels` runs the same).
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "backends/cpu/kernel_bench.h"
+
+int main(int argc, char** argv) {
+  fak::cpu::KernelBenchOptions o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "fak_bench_kernels: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "-t" || a == "--threads") o.threads = std::atoi(next());
+    else if (a == "--cols") o.cols = std::atoll(next());
+    else if (a == "--rows") o.matmul_rows = std::atoll(next());
+    else if (a == "--tokens") o.matmul_tokens = std::atoll(next());
+    else if (a == "--seconds") o.min_seconds = std::atof(next());
+    else if (a == "--format") {
+      const std::string f = next();
+      bool found = false;
+      for (int k = 0; k < fak::cpu::kNumWeightFormats; ++k) {
+        const auto wf = static_cast<fak::cpu::WeightFormat>(k);
+        if (fak::cpu::WeightFormatName(wf) == f) o.formats.push_back(wf), found = true;
+      }
+      if (!found) {
+        std::fprintf(stderr, "fak_bench_kernels: unknown format %s (f16, bf16, q8_0, q4_k, q6_k)\n", f.c_str());
+        return 2;
+      }
+    } else {
+      std::fprintf(stderr,
+                   "usage: fak_bench_kernels [-t N] [--format F]... [--cols N] [--rows N] [--tokens N] [--seconds S]\n"
+                   "FAK_ISA=scalar|avx2|avx512|neon forces a kernel level.\n");
+      return a == "-h" || a == "--help" ? 0 : 2;
+    }
+  }
+  const fak::Status s = fak::cpu::RunKernelBench(o);
+  if (!s.ok()) {
+    std::fprintf(stderr, "fak_bench_kernels: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

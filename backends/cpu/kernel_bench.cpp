@@ -1,0 +1,216 @@
+#include "backends/cpu/kernel_bench.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "backends/cpu/test_data.h"
+#include "backends/cpu/thread_pool.h"
+#include "core/cpu_features.h"
+#include "core/timer.h"
+
+namespace fak::cpu {
+namespace {
+
+// An anonymous mapping aligned to 2 MiB with MADV_HUGEPAGE, so the benchmarks measure DRAM and not
+// TLB misses. Unmapped on destruction.
+class HugeBuffer {
+ public:
+  explicit HugeBuffer(size_t bytes) : size_(bytes) {
+    constexpr size_t kHuge = size_t{2} << 20;
+    raw_size_ = bytes + kHuge;
+    void* p = mmap(nullptr, raw_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return;
+    raw_ = static_cast<uint8_t*>(p);
+    data_ = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw_) + kHuge - 1) & ~(kHuge - 1));
+    madvise(data_, bytes, MADV_HUGEPAGE);
+  }
+  ~HugeBuffer() {
+    if (raw_ != nullptr) munmap(raw_, raw_size_);
+  }
+  HugeBuffer(const HugeBuffer&) = delete;
+  HugeBuffer& operator=(const HugeBuffer&) = delete;
+  uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  uint8_t* raw_ = nullptr;
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0, raw_size_ = 0;
+};
+
+// Runs fn repeatedly for at least min_seconds (after one warm-up call); returns the best seconds.
+template <typename Fn>
+double TimeBest(double min_seconds, Fn&& fn) {
+  fn();
+  double best = 1e30, total = 0;
+  int reps = 0;
+  while (total < min_seconds || reps < 3) {
+    Timer t;
+    fn();
+    const double s = t.Seconds();
+    best = std::min(best, s);
+    total += s;
+    ++reps;
+  }
+  return best;
+}
+
+// Streaming read of the whole buffer split across the pool; 8 independent sums keep loads in flight.
+uint64_t ReadSlice(const uint8_t* p, size_t bytes) {
+  const uint64_t* q = reinterpret_cast<const uint64_t*>(p);
+  const size_t n = bytes / 8;
+  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  for (size_t i = 0; i + 8 <= n; i += 8) {
+    s0 += q[i] ^ q[i + 4], s1 += q[i + 1] ^ q[i + 5], s2 += q[i + 2] ^ q[i + 6], s3 += q[i + 3] ^ q[i + 7];
+  }
+  return s0 + s1 + s2 + s3;
+}
+
+double MeasureReadBandwidth(ThreadPool& pool, size_t bytes, double min_seconds) {
+  HugeBuffer buf(bytes);
+  if (buf.data() == nullptr) return 0;
+  pool.ParallelFor(static_cast<int64_t>(bytes), 4096, [&](int64_t b, int64_t e) {
+    std::memset(buf.data() + b, 1, static_cast<size_t>(e - b));
+  });
+  std::vector<uint64_t> sink(pool.size());
+  const double s = TimeBest(min_seconds, [&] {
+    pool.Run([&](int i, int n) {
+      const size_t b = bytes * i / n / 64 * 64, e = bytes * (i + 1) / n / 64 * 64;
+      sink[i] += ReadSlice(buf.data() + b, e - b);
+    });
+  });
+  return static_cast<double>(bytes) / s * 1e-9;
+}
+
+double MeasureInt8Peak(ThreadPool& pool, const KernelTable& k, double min_seconds) {
+  const int64_t iters = 1 << 22;
+  std::vector<int64_t> macs(pool.size());
+  const double s = TimeBest(min_seconds, [&] { pool.Run([&](int i, int) { macs[i] = k.int8_peak(iters); }); });
+  int64_t total = 0;
+  for (int64_t m : macs) total += m;
+  return 2.0 * static_cast<double>(total) / s * 1e-9;  // one multiply-add = 2 ops
+}
+
+bool SameBits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
+
+// Fills `dst` (rows of row_bytes) by repeating a smaller random matrix: generation stays fast and the
+// data is still not compressible by any cache.
+void FillByTiling(const RandomMatrix& tile, uint8_t* dst, int64_t rows) {
+  const size_t tile_bytes = tile.data.size();
+  const size_t total = static_cast<size_t>(rows) * tile.row_bytes;
+  for (size_t off = 0; off < total; off += tile_bytes) {
+    std::memcpy(dst + off, tile.data.data(), std::min(tile_bytes, total - off));
+  }
+}
+
+}  // namespace
+
+int64_t LastLevelCacheBytes() {
+  int64_t best = 0;
+  for (int idx = 0; idx < 8; ++idx) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(idx);
+    std::ifstream level(dir + "/level"), size(dir + "/size");
+    int lv = 0;
+    std::string sz;
+    if (!(level >> lv) || !(size >> sz)) continue;
+    int64_t bytes = std::atoll(sz.c_str());
+    if (!sz.empty() && (sz.back() == 'K' || sz.back() == 'k')) bytes <<= 10;
+    if (!sz.empty() && (sz.back() == 'M' || sz.back() == 'm')) bytes <<= 20;
+    best = std::max(best, bytes);
+  }
+  return best;
+}
+
+Status RunKernelBench(const KernelBenchOptions& o) {
+  FILE* out = o.out;
+  const int threads = o.threads > 0 ? o.threads : DefaultThreadCount();
+  if (o.cols <= 0 || o.cols % 256 != 0) return InvalidArgument("bench kernels: cols {} must be a multiple of 256", o.cols);
+  if (o.matmul_rows <= 0 || o.matmul_tokens <= 0) return InvalidArgument("bench kernels: empty matmul shape");
+  ThreadPool pool(threads);
+  const KernelTable& k = Kernels();
+  const KernelTable& ref = *KernelsFor(Isa::kScalar);
+  const int64_t llc = LastLevelCacheBytes();
+  const int64_t big = std::max<int64_t>(4 * llc, int64_t{128} << 20);
+  std::vector<WeightFormat> formats = o.formats;
+  if (formats.empty()) {
+    formats = {WeightFormat::kQ8_0, WeightFormat::kQ4_K, WeightFormat::kQ6_K, WeightFormat::kF16, WeightFormat::kBF16};
+  }
+
+  std::fprintf(out, "fak bench kernels: isa %s, %d threads, cpu \"%s\" (%s)\n", std::string(IsaName(k.isa)).c_str(),
+               threads, GetCpuFeatures().model_name.c_str(), GetCpuFeatures().ToString().c_str());
+  std::fprintf(out, "last-level cache %.1f MiB; matrix-vector weights are >= %.0f MiB (4x LLC), huge pages\n",
+               static_cast<double>(llc) / (1 << 20), static_cast<double>(big) / (1 << 20));
+  const double bw = MeasureReadBandwidth(pool, static_cast<size_t>(big) * 2, o.min_seconds);
+  const double peak = MeasureInt8Peak(pool, k, o.min_seconds);
+  std::fprintf(out, "measured read bandwidth: %.1f GB/s (streaming read of %.0f MiB, %d threads)\n", bw,
+               static_cast<double>(big) * 2 / (1 << 20), threads);
+  std::fprintf(out, "measured int8 peak:      %.0f GOPS (register-only %s dot loop; 1 multiply-add = 2 ops)\n\n",
+               peak, std::string(IsaName(k.isa)).c_str());
+
+  std::fprintf(out, "matrix-vector (decode): time to stream the whole matrix once; GB/s = weight bytes / time\n");
+  std::fprintf(out, "%-6s %-14s %10s %10s %9s %8s\n", "format", "shape", "MiB", "us", "GB/s", "% bw");
+  for (WeightFormat f : formats) {
+    const int fi = static_cast<int>(f);
+    const RandomMatrix tile = MakeRandomMatrix(f, 256, o.cols, 7 + fi, /*special=*/false);
+    const int64_t rows = (big / static_cast<int64_t>(tile.row_bytes) + 255) / 256 * 256;
+    const size_t bytes = static_cast<size_t>(rows) * tile.row_bytes;
+    HugeBuffer w(bytes);
+    if (w.data() == nullptr) return Internal("bench kernels: cannot map {} bytes", bytes);
+    FillByTiling(tile, w.data(), rows);
+    const auto act = MakeRandomActivations(f, 1, o.cols, 11 + fi, false);
+    std::vector<float> y(rows), yr(256);
+    // Validate on the first tile of rows before timing.
+    k.matvec[fi](w.data(), tile.row_bytes, o.cols, act.data(), y.data(), 0, 256);
+    ref.matvec[fi](w.data(), tile.row_bytes, o.cols, act.data(), yr.data(), 0, 256);
+    if (!SameBits(y.data(), yr.data(), 256)) {
+      return Internal("bench kernels: {} matvec differs from the scalar reference", WeightFormatName(f));
+    }
+    const double s = TimeBest(o.min_seconds, [&] {
+      pool.ParallelFor(rows, 16, [&](int64_t r0, int64_t r1) {
+        k.matvec[fi](w.data(), tile.row_bytes, o.cols, act.data(), y.data(), r0, r1);
+      });
+    });
+    const double gbs = static_cast<double>(bytes) / s * 1e-9;
+    const std::string shape = std::to_string(rows) + "x" + std::to_string(o.cols);
+    std::fprintf(out, "%-6s %-14s %10.1f %10.0f %9.1f %7.0f%%\n", std::string(WeightFormatName(f)).c_str(),
+                 shape.c_str(), static_cast<double>(bytes) / (1 << 20), s * 1e6, gbs, 100 * gbs / bw);
+  }
+
+  std::fprintf(out, "\nmatrix-matrix (prefill): %lld tokens; ops = 2 x rows x cols x tokens; activations quantized "
+               "beforehand\n", static_cast<long long>(o.matmul_tokens));
+  std::fprintf(out, "%-6s %-20s %10s %9s %8s\n", "format", "shape x tokens", "ms", "GOPS", "% peak");
+  for (WeightFormat f : formats) {
+    const int fi = static_cast<int>(f);
+    const RandomMatrix w = MakeRandomMatrix(f, o.matmul_rows, o.cols, 21 + fi, false);
+    const int64_t nt = o.matmul_tokens;
+    const auto act = MakeRandomActivations(f, nt, o.cols, 31 + fi, false);
+    const size_t stride = ActivationRowBytes(f, o.cols);
+    std::vector<float> y(static_cast<size_t>(nt * o.matmul_rows)), yr(static_cast<size_t>(nt * 32));
+    k.matmul[fi](w.data.data(), w.row_bytes, o.cols, act.data(), stride, nt, y.data(), o.matmul_rows, 0, 32);
+    ref.matmul[fi](w.data.data(), w.row_bytes, o.cols, act.data(), stride, nt, yr.data(), 32, 0, 32);
+    for (int64_t t = 0; t < nt; ++t) {
+      if (!SameBits(y.data() + t * o.matmul_rows, yr.data() + t * 32, 32)) {
+        return Internal("bench kernels: {} matmul differs from the scalar reference", WeightFormatName(f));
+      }
+    }
+    const double s = TimeBest(o.min_seconds, [&] {
+      pool.ParallelFor(o.matmul_rows, 16, [&](int64_t r0, int64_t r1) {
+        k.matmul[fi](w.data.data(), w.row_bytes, o.cols, act.data(), stride, nt, y.data(), o.matmul_rows, r0, r1);
+      });
+    });
+    const double gops = 2.0 * static_cast<double>(o.matmul_rows) * static_cast<double>(o.cols) *
+                        static_cast<double>(nt) / s * 1e-9;
+    const std::string shape = std::to_string(o.matmul_rows) + "x" + std::to_string(o.cols) + " x " + std::to_string(nt);
+    std::fprintf(out, "%-6s %-20s %10.2f %9.0f %7.0f%%\n", std::string(WeightFormatName(f)).c_str(), shape.c_str(),
+                 s * 1e3, gops, 100 * gops / peak);
+  }
+  std::fprintf(out, "\n%% bw = GB/s / measured read bandwidth; %% peak = GOPS / measured int8 peak (for f16/bf16 "
+               "the int8 peak is only a yardstick)\n");
+  return Status::Ok();
+}
+
+}  // namespace fak::cpu
