@@ -73,7 +73,7 @@ TEST_P(FixtureTest, MatchesJinja2ByteForByte) {
 
 INSTANTIATE_TEST_SUITE_P(Chat, FixtureTest,
                          ::testing::Values("syntax", "operators", "access", "string_methods", "filters", "tests",
-                                           "control", "errors", "qwen3", "models"));
+                                           "control", "errors", "qwen3", "models", "qwen3_random"));
 
 }  // namespace
 }  // namespace fak

@@ -596,6 +596,7 @@ class Parser {
         Next();
         if (Cur().type == TokenType::kName) {
           ExprPtr g = MakeExpr(ExprKind::kGetAttr, at);
+          StartAt(g.get(), *node);
           g->name = Cur().text;
           g->children.push_back(std::move(node));
           node = std::move(g);
@@ -673,8 +674,15 @@ class Parser {
     return Status::Ok();
   }
 
+  // Calls and attribute lookups report errors at the start of the expression they extend.
+  static void StartAt(Expr* e, const Expr& first) {
+    e->line = first.line;
+    e->col = first.col;
+  }
+
   Result<ExprPtr> ParseCall(ExprPtr callee) {
     ExprPtr c = MakeExpr(ExprKind::kCall, Cur());
+    StartAt(c.get(), *callee);
     c->children.push_back(std::move(callee));
     FAK_RETURN_IF_ERROR(ParseArgs(c.get()));
     return c;

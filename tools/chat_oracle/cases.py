@@ -501,6 +501,45 @@ MODELS = [
     chat("phi3_eos_when_no_prompt", PHI3, [USER, ASSIST], eos_token="<|endoftext|>"),
 ]
 
+def random_conversations(n, seed=20240726):
+    """Deterministic random Qwen3 conversations: roles, tool calls, think blocks and odd text mixed."""
+    import random
+    rng = random.Random(seed)
+    texts = ["Hi", "", "  spaced  ", "line1\nline2", "<think>\nr\n</think>\n\nans", "</think>only",
+             "多语言 😀", "<tool_response>\nx\n</tool_response>", "quote \" and \\ backslash", "\n\nlead"]
+    out = []
+    for i in range(n):
+        msgs = []
+        if rng.random() < 0.5:
+            msgs.append({"role": "system", "content": rng.choice(texts)})
+        for _ in range(rng.randint(1, 6)):
+            r = rng.random()
+            if r < 0.35:
+                msgs.append({"role": "user", "content": rng.choice(texts)})
+            elif r < 0.6:
+                m = {"role": "assistant", "content": rng.choice(texts)}
+                if rng.random() < 0.3:
+                    m["reasoning_content"] = rng.choice(texts + [None])
+                msgs.append(m)
+            elif r < 0.8:
+                args = rng.choice([{"city": rng.choice(texts)}, "{\"raw\": 1}", {}, {"n": rng.randint(-5, 5), "f": 0.25}])
+                call = {"name": rng.choice(["get_weather", "get_time"]), "arguments": args}
+                msgs.append({"role": "assistant", "content": rng.choice(["", "Calling."]),
+                             "tool_calls": [rng.choice([{"type": "function", "function": call}, call])
+                                            for _ in range(rng.randint(1, 2))]})
+            else:
+                msgs.append({"role": "tool", "content": rng.choice(texts)})
+        if msgs[-1]["role"] == "system" or msgs[0]["role"] != "user" and msgs[0]["role"] != "system":
+            msgs.insert(0, {"role": "user", "content": "start"})
+        case = chat(f"qwen3_random_{i:02d}", QWEN3, msgs, add_generation_prompt=rng.random() < 0.5)
+        if rng.random() < 0.4:
+            case["tools"] = [WEATHER_TOOL, TIME_TOOL][: rng.randint(1, 2)]
+        if rng.random() < 0.3:
+            case["extra"] = {"enable_thinking": rng.random() < 0.5}
+        out.append(case)
+    return out
+
+
 GROUPS = {
     "syntax": SYNTAX,
     "operators": OPERATORS,
@@ -512,4 +551,5 @@ GROUPS = {
     "errors": ERRORS,
     "qwen3": QWEN,
     "models": MODELS,
+    "qwen3_random": random_conversations(40),
 }

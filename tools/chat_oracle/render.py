@@ -21,9 +21,13 @@ import json
 import os
 import sys
 
-import jinja2
-import jinja2.ext
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+try:
+    import jinja2
+    import jinja2.ext
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+except ImportError:
+    print("skipped: python3-jinja2 is not installed")
+    sys.exit(77)  # ctest's SKIP_RETURN_CODE
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cases  # noqa: E402
