@@ -68,6 +68,7 @@ struct Tokenizer::Impl {
   uint64_t generation = 0;
   TokenIdMap token_to_id;
   TokenIdMap mergeable;  // kSpm: pieces merges may produce
+  bool spm_word_split = false;  // kSpm: no mergeable piece has a U+2581 right after another character
   MergeTable merges;
   std::array<int32_t, 256> byte_char_ids;  // byte level: id of each byte's GPT-2 character
   std::array<int32_t, 256> byte_piece_ids;  // <0xAB> pieces
@@ -212,6 +213,14 @@ Result<Tokenizer> Tokenizer::Create(TokenizerSpec spec) {
     for (const auto& [piece, id] : im.mergeable) distinct.push_back(spec.scores[id]);
     std::sort(distinct.begin(), distinct.end(), std::greater<>());
     distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    im.spm_word_split = true;
+    for (const auto& [piece, id] : im.mergeable) {
+      for (size_t k = piece.find(kMetaspace, 1); k != std::string::npos; k = piece.find(kMetaspace, k + 1)) {
+        if (k < kMetaspace.size() || piece.compare(k - kMetaspace.size(), kMetaspace.size(), kMetaspace) != 0) {
+          im.spm_word_split = false;
+        }
+      }
+    }
     for (size_t i = 0; i < n; ++i) {
       const std::string& piece = spec.tokens[i];
       if (piece.size() < 2 || im.mergeable.find(piece) == im.mergeable.end()) continue;
@@ -310,10 +319,13 @@ void Tokenizer::Impl::EncodeWordUncached(std::string_view word, std::vector<int3
       }
       len = std::min(len, word.size() - i);
       const std::string_view ch = word.substr(i, len);
-      const auto it = token_to_id.find(ch);
-      if (it != token_to_id.end()) {
+      const TokenIdMap& pieces = spec.model == TokenizerModel::kSpm ? mergeable : token_to_id;
+      const auto it = pieces.find(ch);
+      bool all_bytes = spec.byte_fallback;
+      for (char c : ch) all_bytes = all_bytes && byte_piece_ids[static_cast<uint8_t>(c)] >= 0;
+      if (it != pieces.end()) {
         symbols.push_back(it->second);
-      } else if (spec.byte_fallback && byte_piece_ids[b] >= 0) {
+      } else if (all_bytes) {
         for (char c : ch) symbols.push_back(byte_piece_ids[static_cast<uint8_t>(c)]);
       } else if (spec.unk_id >= 0) {
         symbols.push_back(spec.unk_id);
@@ -371,28 +383,20 @@ Status Tokenizer::Impl::EncodeText(std::string_view text, bool at_start, std::ve
     text = prepared;
   }
   if (spec.model == TokenizerModel::kSpm) {
-    // One symbol per character: its piece, its bytes as <0xAB> pieces, or unknown.
-    std::vector<int32_t> symbols;
-    symbols.reserve(text.size());
-    for (size_t i = 0; i < text.size();) {
-      const auto b = static_cast<uint8_t>(text[i]);
-      const size_t len = std::min<size_t>(b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4, text.size() - i);
-      const std::string_view ch = text.substr(i, len);
-      const auto it = mergeable.find(ch);
-      if (it != mergeable.end()) {
-        symbols.push_back(it->second);
-      } else {
-        bool all_bytes = true;
-        for (char c : ch) all_bytes = all_bytes && byte_piece_ids[static_cast<uint8_t>(c)] >= 0;
-        if (all_bytes) {
-          for (char c : ch) symbols.push_back(byte_piece_ids[static_cast<uint8_t>(c)]);
-        } else if (spec.unk_id >= 0) {
-          symbols.push_back(spec.unk_id);
-        }
-      }
-      i += len;
+    if (!spm_word_split) {
+      EncodeWordUncached(text, out);
+      return Status::Ok();
     }
-    ApplyBpeMerges(merges, symbols, out);
+    // Words start at each U+2581 that follows another character; no piece spans such a boundary.
+    size_t start = 0;
+    for (size_t i = 1; i + kMetaspace.size() <= text.size(); ++i) {
+      if (text.compare(i, kMetaspace.size(), kMetaspace) != 0) continue;
+      if (i >= kMetaspace.size() && text.compare(i - kMetaspace.size(), kMetaspace.size(), kMetaspace) == 0) continue;
+      EncodeWord(text.substr(start, i - start), out);
+      start = i;
+      i += kMetaspace.size() - 1;
+    }
+    if (start < text.size()) EncodeWord(text.substr(start), out);
     return Status::Ok();
   }
   std::vector<std::string_view> words;

@@ -117,6 +117,20 @@ TEST(TokenizerBadInput, TinySpmGgufWorks) {
   EXPECT_EQ(*t->Decode(std::vector<int32_t>{8, 9}), "ab!");
 }
 
+// Words are encoded separately (and cached) only when no piece joins a character to a following
+// U+2581; here "a▁" exists, so "a b" must merge across the space.
+TEST(TokenizerBadInput, TinySpmPieceAcrossSpace) {
+  GgufWriter w;
+  w.SetString("tokenizer.ggml.model", "llama");
+  w.SetStringArray("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b", "\xE2\x96\x81" "a",
+                                              "a\xE2\x96\x81", "\xE2\x96\x81" "a\xE2\x96\x81", "\xE2\x96\x81" "b"});
+  w.SetFloat32Array("tokenizer.ggml.scores", {0, 0, 0, -5, -5, -5, -1, -2, -0.5f, -3});
+  w.SetInt32Array("tokenizer.ggml.token_type", {2, 3, 3, 1, 1, 1, 1, 1, 1, 1});
+  Result<Tokenizer> t = WriteAndLoad(w, "fak_tok_across.gguf");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(*t->Encode("a b", {false, false}), (std::vector<int32_t>{8, 5}));
+}
+
 TEST(TokenizerBadInput, GgufErrorsNameTheKey) {
   {
     GgufWriter w;

@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
   }
   if (models.empty()) {
     models = {"../shared/fixtures/tokenizers/qwen3/tokenizer.json",
-              "../shared/fixtures/vocab/ggml-vocab-llama-spm.gguf"};
+              "../shared/fixtures/tokenizers/llama2/tokenizer.model"};
   }
   const std::vector<std::string> docs = BuildCorpus(static_cast<size_t>(mb * 1024 * 1024));
   size_t bytes = 0;
