@@ -3,10 +3,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/mapped_file.h"     // ReadFileToString
-#include "formats/gguf.h"         // GgufFile
-#include "tokenizer/spec_gguf.h"  // TokenizerSpecFromGguf
-#include "tokenizer/spec_hf.h"    // TokenizerSpecFromHfJson
+#include "core/mapped_file.h"              // ReadFileToString
+#include "formats/gguf.h"                  // GgufFile
+#include "tokenizer/spec_gguf.h"           // TokenizerSpecFromGguf
+#include "tokenizer/spec_hf.h"             // TokenizerSpecFromHfJson
 #include "tokenizer/spec_sentencepiece.h"  // TokenizerSpecFromSentencePiece
 
 namespace fak {
@@ -31,7 +31,8 @@ Result<TokenizerSpec> LoadTokenizerSpec(const std::string& path) {
     json_path = fs::path(path) / "tokenizer.json";
     if (!fs::exists(json_path, ec)) {
       spm_path = fs::path(path) / "tokenizer.model";
-      if (!fs::exists(spm_path, ec)) return NotFound("{}: directory has neither tokenizer.json nor tokenizer.model", path);
+      if (!fs::exists(spm_path, ec))
+        return NotFound("{}: directory has neither tokenizer.json nor tokenizer.model", path);
     }
   } else if (HasGgufMagic(path)) {
     FAK_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::Open(path));
@@ -42,7 +43,8 @@ Result<TokenizerSpec> LoadTokenizerSpec(const std::string& path) {
   if (!spm_path.empty()) {
     FAK_ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(spm_path.string()));
     return TokenizerSpecFromSentencePiece(
-        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), spm_path.string());
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
+        spm_path.string());
   }
   FAK_ASSIGN_OR_RETURN(const std::string json, ReadFileToString(json_path.string()));
   std::string config;

@@ -15,7 +15,8 @@ void MergeTable::Reserve(size_t n) {
   mask_ = cap - 1;
   size_ = 0;
   for (const Entry& e : old) {
-    if (e.key != kEmpty) Insert(static_cast<int32_t>(e.key >> 32), static_cast<int32_t>(e.key), e.rank, e.result);
+    if (e.key != kEmpty)
+      Insert(static_cast<int32_t>(e.key >> 32), static_cast<int32_t>(e.key), e.rank, e.result);
   }
 }
 

@@ -13,10 +13,12 @@ namespace {
 
 // Llama 3 and its relatives (llama-bpe, dbrx, smaug).
 const char kLlama3Pattern[] =
-    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3})"
+    R"(| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 // Qwen2, Qwen2.5, Qwen3: as in their tokenizer.json.
 const char kQwen2Pattern[] =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N})"
+    R"(| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 // Falcon: punctuation runs (Unicode P plus the ASCII symbols HF counts as punctuation), then the
 // ByteLevel regex, then runs of three digits.
 const char kFalconPunctPattern[] = R"([\p{P}\$\+<=>\^~\|`]+)";
@@ -101,9 +103,9 @@ Result<PreSplitter> PreSplitter::Create(const std::vector<std::string>& patterns
   for (const std::string& pattern : patterns) {
     int error = 0;
     PCRE2_SIZE error_offset = 0;
-    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                     PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &error, &error_offset,
-                                     nullptr);
+    pcre2_code* code =
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                      PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &error, &error_offset, nullptr);
     if (code == nullptr) {
       PCRE2_UCHAR buf[256];
       pcre2_get_error_message(error, buf, sizeof(buf));
@@ -131,10 +133,10 @@ void PreSplitter::Split(std::string_view text, std::vector<std::string_view>* pi
       size_t pos = 0;
       size_t emitted = 0;  // end of the last piece appended
       while (pos < piece.size()) {
-        const int rc = p.jit ? pcre2_jit_match(p.code, subject, piece.size(), pos, PCRE2_NO_UTF_CHECK,
-                                               md.data, md.context)
-                             : pcre2_match(p.code, subject, piece.size(), pos, PCRE2_NO_UTF_CHECK, md.data,
-                                           md.context);
+        const int rc =
+            p.jit
+                ? pcre2_jit_match(p.code, subject, piece.size(), pos, PCRE2_NO_UTF_CHECK, md.data, md.context)
+                : pcre2_match(p.code, subject, piece.size(), pos, PCRE2_NO_UTF_CHECK, md.data, md.context);
         if (rc < 0) break;  // no further match (or a resource limit): the rest is one gap
         const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.data);
         const size_t start = ov[0];

@@ -28,6 +28,13 @@ TEST(PreSplit, Qwen2SplitsDigitsAndUnicodeLetters) {
   EXPECT_EQ(SplitWith(*patterns, "I'M ok"), (V{"I", "'M", " ok"}));
 }
 
+TEST(PreSplit, Llama3GroupsDigitsByThree) {
+  const auto patterns = PreSplitPatternsForGgufPre("llama-bpe");
+  ASSERT_TRUE(patterns.ok());
+  EXPECT_EQ(SplitWith(*patterns, "x 1234567 I'LL\r\n\n  go"),
+            (V{"x", " ", "123", "456", "7", " I", "'LL", "\r\n\n", " ", " go"}));
+}
+
 TEST(PreSplit, SequenceSplitsEachPiece) {
   // Falcon: punctuation runs first, then the ByteLevel regex, then runs of three digits.
   const auto patterns = PreSplitPatternsForGgufPre("falcon");

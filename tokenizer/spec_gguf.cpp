@@ -94,8 +94,8 @@ Result<TokenizerSpec> TokenizerSpecFromGguf(const GgufFile& gguf) {
     for (size_t i = 0; i < merges.size(); ++i) {
       const size_t sp = merges[i].find(' ', 1);
       if (sp == std::string::npos) {
-        return Corrupt("{}: tokenizer.ggml.merges[{}] '{}' is not two pieces separated by a space", spec.source,
-                       i, merges[i]);
+        return Corrupt("{}: tokenizer.ggml.merges[{}] '{}' is not two pieces separated by a space",
+                       spec.source, i, merges[i]);
       }
       spec.merges.emplace_back(merges[i].substr(0, sp), merges[i].substr(sp + 1));
     }
@@ -114,11 +114,13 @@ Result<TokenizerSpec> TokenizerSpecFromGguf(const GgufFile& gguf) {
     spec.metaspace = true;
     spec.byte_fallback = true;
     if (spec.scores.empty()) return NotFound("{}: missing key tokenizer.ggml.scores", spec.source);
-    FAK_ASSIGN_OR_RETURN(spec.add_space_prefix, ReadOptionalBool(gguf, "tokenizer.ggml.add_space_prefix", true));
+    FAK_ASSIGN_OR_RETURN(spec.add_space_prefix,
+                         ReadOptionalBool(gguf, "tokenizer.ggml.add_space_prefix", true));
     FAK_ASSIGN_OR_RETURN(spec.add_bos, ReadOptionalBool(gguf, "tokenizer.ggml.add_bos_token", true));
     if (spec.unk_id < 0) spec.unk_id = 0;
   } else {
-    return Unsupported("{}: tokenizer.ggml.model '{}' is not supported (want gpt2 or llama)", spec.source, model);
+    return Unsupported("{}: tokenizer.ggml.model '{}' is not supported (want gpt2 or llama)", spec.source,
+                       model);
   }
   FAK_ASSIGN_OR_RETURN(spec.add_eos, ReadOptionalBool(gguf, "tokenizer.ggml.add_eos_token", false));
   if (gguf.Find("tokenizer.chat_template") != nullptr) {

@@ -107,7 +107,8 @@ struct Parser {
       if (!a.is_object()) return Corrupt("{}: added_tokens[{}] is not an object", source, i);
       const auto id = a.find("id");
       const auto content = a.find("content");
-      if (id == a.end() || !id->is_number_integer() || id->get<int64_t>() < 0 || id->get<int64_t>() >= (1 << 24)) {
+      if (id == a.end() || !id->is_number_integer() || id->get<int64_t>() < 0 ||
+          id->get<int64_t>() >= (1 << 24)) {
         return Corrupt("{}: added_tokens[{}].id is missing or not a token id", source, i);
       }
       if (content == a.end() || !content->is_string() || content->get<std::string>().empty()) {
@@ -138,16 +139,21 @@ struct Parser {
     const std::string type = n.value("type", "");
     if (type == "Sequence") {
       const auto list = n.find("normalizers");
-      if (list == n.end() || !list->is_array()) return Corrupt("{}: {}.normalizers is not an array", source, where);
+      if (list == n.end() || !list->is_array())
+        return Corrupt("{}: {}.normalizers is not an array", source, where);
       for (size_t i = 0; i < list->size(); ++i) {
         FAK_RETURN_IF_ERROR(ParseNormalizer((*list)[i], fmt::format("{}.normalizers[{}]", where, i)));
       }
       return Status::Ok();
     }
-    if (type == "NFC") spec.normalization = NormalizationForm::kNfc;
-    else if (type == "NFKC") spec.normalization = NormalizationForm::kNfkc;
-    else if (type == "NFD") spec.normalization = NormalizationForm::kNfd;
-    else if (type == "NFKD") spec.normalization = NormalizationForm::kNfkd;
+    if (type == "NFC")
+      spec.normalization = NormalizationForm::kNfc;
+    else if (type == "NFKC")
+      spec.normalization = NormalizationForm::kNfkc;
+    else if (type == "NFD")
+      spec.normalization = NormalizationForm::kNfd;
+    else if (type == "NFKD")
+      spec.normalization = NormalizationForm::kNfkd;
     else if (type == "Prepend" && n.value("prepend", "") == kMetaspace) {
       spec.metaspace = true;
       spec.add_space_prefix = true;
@@ -166,7 +172,8 @@ struct Parser {
     const std::string type = p.value("type", "");
     if (type == "Sequence") {
       const auto list = p.find("pretokenizers");
-      if (list == p.end() || !list->is_array()) return Corrupt("{}: {}.pretokenizers is not an array", source, where);
+      if (list == p.end() || !list->is_array())
+        return Corrupt("{}: {}.pretokenizers is not an array", source, where);
       for (size_t i = 0; i < list->size(); ++i) {
         FAK_RETURN_IF_ERROR(ParsePreTokenizer((*list)[i], fmt::format("{}.pretokenizers[{}]", where, i)));
       }
@@ -180,7 +187,8 @@ struct Parser {
     }
     if (type == "Split") {
       const auto pattern = p.find("pattern");
-      if (pattern == p.end() || !pattern->is_object()) return Corrupt("{}: {}.pattern is missing", source, where);
+      if (pattern == p.end() || !pattern->is_object())
+        return Corrupt("{}: {}.pattern is missing", source, where);
       if (p.value("behavior", "") != "Isolated" || GetBool(p, "invert", false)) {
         return Unsupported("{}: {} with behavior '{}' is not supported (only Isolated)", source, where,
                            p.value("behavior", ""));
@@ -199,7 +207,8 @@ struct Parser {
         return Unsupported("{}: {} replacement other than U+2581", source, where);
       }
       spec.metaspace = true;
-      const std::string scheme = p.value("prepend_scheme", GetBool(p, "add_prefix_space", true) ? "always" : "never");
+      const std::string scheme =
+          p.value("prepend_scheme", GetBool(p, "add_prefix_space", true) ? "always" : "never");
       spec.add_space_prefix = scheme != "never";
       spec.space_prefix_first_only = scheme == "first";
       // split = true: each U+2581 starts a new word.
@@ -247,8 +256,10 @@ struct Parser {
 
   Status ParseConfig(const json& c) {
     if (!c.is_object()) return Corrupt("{}: tokenizer_config.json is not an object", source);
-    if (c.contains("add_bos_token") && c["add_bos_token"].is_boolean()) spec.add_bos = c["add_bos_token"].get<bool>();
-    if (c.contains("add_eos_token") && c["add_eos_token"].is_boolean()) spec.add_eos = c["add_eos_token"].get<bool>();
+    if (c.contains("add_bos_token") && c["add_bos_token"].is_boolean())
+      spec.add_bos = c["add_bos_token"].get<bool>();
+    if (c.contains("add_eos_token") && c["add_eos_token"].is_boolean())
+      spec.add_eos = c["add_eos_token"].get<bool>();
     struct Named {
       const char* key;
       int32_t* id;
@@ -260,7 +271,8 @@ struct Parser {
       const std::string content = TokenContent(*it);
       if (content.empty()) continue;
       const int32_t id = IdOf(content);
-      if (id < 0) return Corrupt("{}: tokenizer_config.json {} '{}' is not in the vocabulary", source, nm.key, content);
+      if (id < 0)
+        return Corrupt("{}: tokenizer_config.json {} '{}' is not in the vocabulary", source, nm.key, content);
       *nm.id = id;
     }
     const auto tmpl = c.find("chat_template");
@@ -269,7 +281,8 @@ struct Parser {
         spec.chat_template = tmpl->get<std::string>();
       } else if (tmpl->is_array()) {  // [{"name": "default", "template": "..."}, ...]
         for (const json& t : *tmpl) {
-          if (t.is_object() && t.value("name", "") == "default" && t.contains("template") && t["template"].is_string()) {
+          if (t.is_object() && t.value("name", "") == "default" && t.contains("template") &&
+              t["template"].is_string()) {
             spec.chat_template = t["template"].get<std::string>();
           }
         }
@@ -290,7 +303,8 @@ Status ParseRoot(const json& root, const json& config, const std::string& source
   if (root.contains("pre_tokenizer")) {
     FAK_RETURN_IF_ERROR(p.ParsePreTokenizer(root["pre_tokenizer"], "pre_tokenizer"));
   }
-  if (root.contains("decoder") && root["decoder"].is_object() && root["decoder"].value("type", "") == "ByteLevel") {
+  if (root.contains("decoder") && root["decoder"].is_object() &&
+      root["decoder"].value("type", "") == "ByteLevel") {
     spec.byte_level = true;
   }
   if (root.contains("post_processor")) p.ParsePostProcessor(root["post_processor"]);

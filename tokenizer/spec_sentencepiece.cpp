@@ -32,8 +32,7 @@ class Wire {
     *number = static_cast<uint32_t>(key >> 3);
     *wire_type = static_cast<uint32_t>(key & 7);
     switch (*wire_type) {
-      case 0:
-        return Varint(scalar);
+      case 0: return Varint(scalar);
       case 1:
         if (b_.size() - pos_ < 8) return false;
         std::memcpy(scalar, b_.data() + pos_, 8);
@@ -55,8 +54,7 @@ class Wire {
         pos_ += len;
         return true;
       }
-      default:
-        return false;
+      default: return false;
     }
   }
 
@@ -73,18 +71,19 @@ float AsFloat(uint64_t bits) {
   return f;
 }
 
-#define FAK_WIRE_FIELD(wire, src, what)                                                       \
-  uint32_t number = 0, wire_type = 0;                                                         \
-  uint64_t scalar = 0;                                                                        \
-  std::span<const uint8_t> bytes;                                                             \
-  size_t bytes_offset = 0;                                                                    \
-  if (!(wire).Field(&number, &wire_type, &scalar, &bytes, &bytes_offset)) {                   \
+#define FAK_WIRE_FIELD(wire, src, what)                                                          \
+  uint32_t number = 0, wire_type = 0;                                                            \
+  uint64_t scalar = 0;                                                                           \
+  std::span<const uint8_t> bytes;                                                                \
+  size_t bytes_offset = 0;                                                                       \
+  if (!(wire).Field(&number, &wire_type, &scalar, &bytes, &bytes_offset)) {                      \
     return Corrupt("{}: offset {}: malformed protobuf field in {}", src, (wire).offset(), what); \
   }
 
 }  // namespace
 
-Result<TokenizerSpec> TokenizerSpecFromSentencePiece(std::span<const uint8_t> data, const std::string& source) {
+Result<TokenizerSpec> TokenizerSpecFromSentencePiece(std::span<const uint8_t> data,
+                                                     const std::string& source) {
   TokenizerSpec spec;
   spec.source = source;
   spec.model = TokenizerModel::kSpm;
@@ -133,7 +132,8 @@ Result<TokenizerSpec> TokenizerSpecFromSentencePiece(std::span<const uint8_t> da
         uint64_t v = 0;
         std::span<const uint8_t> b;
         size_t bo = 0;
-        if (!w.Field(&n, &wt, &v, &b, &bo)) return Corrupt("{}: offset {}: malformed trainer_spec", source, w.offset());
+        if (!w.Field(&n, &wt, &v, &b, &bo))
+          return Corrupt("{}: offset {}: malformed trainer_spec", source, w.offset());
         if (wt != 0) continue;
         const auto iv = static_cast<int32_t>(static_cast<int64_t>(v));
         if (n == 3) model_type = iv;
@@ -161,7 +161,8 @@ Result<TokenizerSpec> TokenizerSpecFromSentencePiece(std::span<const uint8_t> da
   }
   if (spec.tokens.empty()) return Corrupt("{}: no pieces (not a SentencePiece model?)", source);
   if (model_type != 2) {
-    return Unsupported("{}: SentencePiece model type {} is not supported (only BPE, type 2)", source, model_type);
+    return Unsupported("{}: SentencePiece model type {} is not supported (only BPE, type 2)", source,
+                       model_type);
   }
   if (remove_extra_whitespaces || !escape_whitespaces) {
     return Unsupported("{}: SentencePiece normalizer that {} is not supported", source,

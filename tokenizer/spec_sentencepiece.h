@@ -12,6 +12,7 @@ namespace fak {
 // Reads the pieces (text, score, type), the trainer's model type and special ids, and the normalizer
 // flags. Only BPE models whose normalizer keeps whitespace as is (Llama 2 and relatives) are
 // supported; others are an Unsupported error. `source` names the file in errors.
-Result<TokenizerSpec> TokenizerSpecFromSentencePiece(std::span<const uint8_t> bytes, const std::string& source);
+Result<TokenizerSpec> TokenizerSpecFromSentencePiece(std::span<const uint8_t> bytes,
+                                                     const std::string& source);
 
 }  // namespace fak

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "core/mapped_file.h"  // ReadFileToString
+#include "core/mapped_file.h"   // ReadFileToString
 #include "tokenizer/loader.h"   // LoadTokenizer
 #include "tokenizer/unicode.h"  // ValidUtf8PrefixLength
 

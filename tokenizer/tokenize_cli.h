@@ -9,10 +9,10 @@
 namespace fak {
 
 struct TokenizeOptions {
-  std::string model;      // .gguf file, tokenizer.json or model directory
-  std::string text;       // used when `file` is empty
-  std::string file;       // read the text from this file
-  bool ids_only = false;  // print a JSON array of ids instead of `id 'piece'` lines
+  std::string model;        // .gguf file, tokenizer.json or model directory
+  std::string text;         // used when `file` is empty
+  std::string file;         // read the text from this file
+  bool ids_only = false;    // print a JSON array of ids instead of `id 'piece'` lines
   bool no_special = false;  // add no BOS/EOS and leave special tokens in the text as text
 };
 

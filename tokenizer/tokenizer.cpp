@@ -40,7 +40,9 @@ int ParseBytePiece(std::string_view s) {
   return v;
 }
 
-bool IsAsciiSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+bool IsAsciiSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 bool IsWordByte(char c) {
   const auto b = static_cast<uint8_t>(c);
   return b >= 0x80 || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
@@ -67,10 +69,10 @@ struct Tokenizer::Impl {
   TokenizerSpec spec;
   uint64_t generation = 0;
   TokenIdMap token_to_id;
-  TokenIdMap mergeable;  // kSpm: pieces merges may produce
+  TokenIdMap mergeable;         // kSpm: pieces merges may produce
   bool spm_word_split = false;  // kSpm: no mergeable piece has a U+2581 right after another character
   MergeTable merges;
-  std::array<int32_t, 256> byte_char_ids;  // byte level: id of each byte's GPT-2 character
+  std::array<int32_t, 256> byte_char_ids;   // byte level: id of each byte's GPT-2 character
   std::array<int32_t, 256> byte_piece_ids;  // <0xAB> pieces
   std::vector<int16_t> byte_of_token;       // id -> byte for <0xAB> pieces, else -1
   std::vector<uint8_t> special;             // id -> control/unknown
@@ -108,8 +110,10 @@ Result<Tokenizer> Tokenizer::Create(TokenizerSpec spec) {
   if (spec.model == TokenizerModel::kSpm && spec.scores.size() != n) {
     return Corrupt("{}: {} token scores for {} tokens", src, spec.scores.size(), n);
   }
-  for (const auto& [name, id] : {std::pair<const char*, int32_t>{"bos", spec.bos_id}, {"eos", spec.eos_id},
-                                 {"unk", spec.unk_id}, {"pad", spec.pad_id}}) {
+  for (const auto& [name, id] : {std::pair<const char*, int32_t>{"bos", spec.bos_id},
+                                 {"eos", spec.eos_id},
+                                 {"unk", spec.unk_id},
+                                 {"pad", spec.pad_id}}) {
     if (id < -1 || id >= static_cast<int64_t>(n)) {
       return Corrupt("{}: {} token id {} is outside the vocabulary of {} tokens", src, name, id, n);
     }
@@ -145,7 +149,8 @@ Result<Tokenizer> Tokenizer::Create(TokenizerSpec spec) {
   for (size_t k = 0; k < spec.added_tokens.size(); ++k) {
     const AddedToken& a = spec.added_tokens[k];
     if (a.id < 0 || a.id >= static_cast<int64_t>(n)) {
-      return Corrupt("{}: added token '{}' has id {} outside the vocabulary of {} tokens", src, a.content, a.id, n);
+      return Corrupt("{}: added token '{}' has id {} outside the vocabulary of {} tokens", src, a.content,
+                     a.id, n);
     }
     if (a.content.empty()) return Corrupt("{}: added token {} has empty content", src, a.id);
     im.added[a.id] = 1;
@@ -198,7 +203,8 @@ Result<Tokenizer> Tokenizer::Create(TokenizerSpec spec) {
       }
       im.merges.Insert(ia->second, ib->second, static_cast<int32_t>(r), ij->second);
     }
-    if (skipped > 0) FAK_LOG_WARN("{}: {} merges name pieces missing from the vocabulary; ignored", src, skipped);
+    if (skipped > 0)
+      FAK_LOG_WARN("{}: {} merges name pieces missing from the vocabulary; ignored", src, skipped);
   } else {
     for (size_t i = 0; i < n; ++i) {
       const TokenType type = spec.types[i];
@@ -216,7 +222,8 @@ Result<Tokenizer> Tokenizer::Create(TokenizerSpec spec) {
     im.spm_word_split = true;
     for (const auto& [piece, id] : im.mergeable) {
       for (size_t k = piece.find(kMetaspace, 1); k != std::string::npos; k = piece.find(kMetaspace, k + 1)) {
-        if (k < kMetaspace.size() || piece.compare(k - kMetaspace.size(), kMetaspace.size(), kMetaspace) != 0) {
+        if (k < kMetaspace.size() ||
+            piece.compare(k - kMetaspace.size(), kMetaspace.size(), kMetaspace) != 0) {
           im.spm_word_split = false;
         }
       }
@@ -225,7 +232,8 @@ Result<Tokenizer> Tokenizer::Create(TokenizerSpec spec) {
       const std::string& piece = spec.tokens[i];
       if (piece.size() < 2 || im.mergeable.find(piece) == im.mergeable.end()) continue;
       const auto rank = static_cast<int32_t>(
-          std::lower_bound(distinct.begin(), distinct.end(), spec.scores[i], std::greater<>()) - distinct.begin());
+          std::lower_bound(distinct.begin(), distinct.end(), spec.scores[i], std::greater<>()) -
+          distinct.begin());
       for (size_t k = 1; k < piece.size(); ++k) {
         if ((static_cast<uint8_t>(piece[k]) & 0xC0) == 0x80) continue;  // not a character boundary
         const auto l = im.mergeable.find(std::string_view(piece).substr(0, k));
@@ -244,7 +252,8 @@ Result<Tokenizer> Tokenizer::Create(TokenizerSpec spec) {
   return t;
 }
 
-void Tokenizer::Impl::SplitAdded(std::string_view text, bool parse_special, std::vector<Fragment>* out) const {
+void Tokenizer::Impl::SplitAdded(std::string_view text, bool parse_special,
+                                 std::vector<Fragment>* out) const {
   size_t seg_start = 0;
   size_t pos = 0;
   while (pos < text.size()) {
@@ -256,8 +265,8 @@ void Tokenizer::Impl::SplitAdded(std::string_view text, bool parse_special, std:
       if (text.compare(pos, a.content.size(), a.content) != 0) continue;
       size_t start = pos;
       size_t end = pos + a.content.size();
-      if (a.single_word && ((start > 0 && IsWordByte(text[start - 1])) ||
-                            (end < text.size() && IsWordByte(text[end])))) {
+      if (a.single_word &&
+          ((start > 0 && IsWordByte(text[start - 1])) || (end < text.size() && IsWordByte(text[end])))) {
         continue;
       }
       if (a.lstrip) {
@@ -391,7 +400,8 @@ Status Tokenizer::Impl::EncodeText(std::string_view text, bool at_start, std::ve
     size_t start = 0;
     for (size_t i = 1; i + kMetaspace.size() <= text.size(); ++i) {
       if (text.compare(i, kMetaspace.size(), kMetaspace) != 0) continue;
-      if (i >= kMetaspace.size() && text.compare(i - kMetaspace.size(), kMetaspace.size(), kMetaspace) == 0) continue;
+      if (i >= kMetaspace.size() && text.compare(i - kMetaspace.size(), kMetaspace.size(), kMetaspace) == 0)
+        continue;
       EncodeWord(text.substr(start, i - start), out);
       start = i;
       i += kMetaspace.size() - 1;

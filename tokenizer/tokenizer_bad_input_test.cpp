@@ -3,10 +3,10 @@
 
 #include <filesystem>
 
-#include "formats/gguf_writer.h"  // GgufWriter
-#include "tokenizer/loader.h"      // LoadTokenizer
-#include "core/mapped_file.h"      // ReadFileToString
-#include "tokenizer/spec_hf.h"     // TokenizerSpecFromHfJson
+#include "core/mapped_file.h"              // ReadFileToString
+#include "formats/gguf_writer.h"           // GgufWriter
+#include "tokenizer/loader.h"              // LoadTokenizer
+#include "tokenizer/spec_hf.h"             // TokenizerSpecFromHfJson
 #include "tokenizer/spec_sentencepiece.h"  // TokenizerSpecFromSentencePiece
 
 namespace fak {
@@ -27,7 +27,8 @@ void ExpectError(const std::string& json, StatusCode code, const std::string& ne
   EXPECT_NE(s.message().find("t/tokenizer.json"), std::string::npos) << s.ToString();
 }
 
-const char kMinimalModel[] = R"("model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]})";
+const char kMinimalModel[] =
+    R"("model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]})";
 
 TEST(TokenizerBadInput, HfJsonMinimalIsAccepted) {
   EXPECT_TRUE(HfError(std::string("{") + kMinimalModel + "}").ok());
@@ -46,16 +47,18 @@ TEST(TokenizerBadInput, HfJsonErrorsNameTheField) {
   ExpectError(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["ab"]}})", StatusCode::kCorrupt,
               "model.merges[0]");
   ExpectError(R"({"model": {"type": "Unigram", "vocab": []}})", StatusCode::kUnsupported, "Unigram");
-  ExpectError(R"({"model": {"type": "BPE", "vocab": {}, "merges": []}})", StatusCode::kCorrupt, "empty vocabulary");
-  ExpectError(std::string("{") + kMinimalModel + R"(, "normalizer": {"type": "Lowercase"}})", StatusCode::kUnsupported,
-              "Lowercase");
+  ExpectError(R"({"model": {"type": "BPE", "vocab": {}, "merges": []}})", StatusCode::kCorrupt,
+              "empty vocabulary");
+  ExpectError(std::string("{") + kMinimalModel + R"(, "normalizer": {"type": "Lowercase"}})",
+              StatusCode::kUnsupported, "Lowercase");
   ExpectError(std::string("{") + kMinimalModel + R"(, "normalizer": {"type": 5}})", StatusCode::kCorrupt,
               "unexpected value");
   ExpectError(std::string("{") + kMinimalModel + R"(, "added_tokens": [{"id": 3}]})", StatusCode::kCorrupt,
               "added_tokens[0].content");
-  ExpectError(std::string("{") + kMinimalModel +
-                  R"(, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(["}, "behavior": "Isolated"}})",
-              StatusCode::kInvalidArgument, "regex");
+  ExpectError(
+      std::string("{") + kMinimalModel +
+          R"(, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(["}, "behavior": "Isolated"}})",
+      StatusCode::kInvalidArgument, "regex");
 }
 
 TEST(TokenizerBadInput, MissingPaths) {
@@ -77,7 +80,8 @@ TEST(TokenizerBadInput, SentencePieceModelErrors) {
   };
   ASSERT_TRUE(TokenizerSpecFromSentencePiece(bytes(*model), "tokenizer.model").ok());
   // Cut in the middle of a piece: the error names the offset.
-  const Result<TokenizerSpec> cut = TokenizerSpecFromSentencePiece(bytes(std::string_view(*model).substr(0, 5001)), "cut.model");
+  const Result<TokenizerSpec> cut =
+      TokenizerSpecFromSentencePiece(bytes(std::string_view(*model).substr(0, 5001)), "cut.model");
   ASSERT_FALSE(cut.ok());
   EXPECT_NE(cut.status().message().find("cut.model: offset"), std::string::npos) << cut.status().ToString();
   EXPECT_FALSE(TokenizerSpecFromSentencePiece(bytes("this is not protobuf"), "text.model").ok());
@@ -88,8 +92,13 @@ TEST(TokenizerBadInput, SentencePieceModelErrors) {
 GgufWriter TinySpmWriter() {
   GgufWriter w;
   w.SetString("tokenizer.ggml.model", "llama");
-  w.SetStringArray("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b", "\xE2\x96\x81" "a",
-                                              "ab", "\xE2\x96\x81" "ab", "<0x21>"});
+  w.SetStringArray("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b",
+                                             "\xE2\x96\x81"
+                                             "a",
+                                             "ab",
+                                             "\xE2\x96\x81"
+                                             "ab",
+                                             "<0x21>"});
   w.SetFloat32Array("tokenizer.ggml.scores", {0, 0, 0, -1, -2, -3, -4, -5, -6, 0});
   w.SetInt32Array("tokenizer.ggml.token_type", {2, 3, 3, 1, 1, 1, 1, 1, 1, 6});
   w.SetUint32("tokenizer.ggml.bos_token_id", 1);
@@ -122,8 +131,14 @@ TEST(TokenizerBadInput, TinySpmGgufWorks) {
 TEST(TokenizerBadInput, TinySpmPieceAcrossSpace) {
   GgufWriter w;
   w.SetString("tokenizer.ggml.model", "llama");
-  w.SetStringArray("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b", "\xE2\x96\x81" "a",
-                                              "a\xE2\x96\x81", "\xE2\x96\x81" "a\xE2\x96\x81", "\xE2\x96\x81" "b"});
+  w.SetStringArray("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b",
+                                             "\xE2\x96\x81"
+                                             "a",
+                                             "a\xE2\x96\x81",
+                                             "\xE2\x96\x81"
+                                             "a\xE2\x96\x81",
+                                             "\xE2\x96\x81"
+                                             "b"});
   w.SetFloat32Array("tokenizer.ggml.scores", {0, 0, 0, -5, -5, -5, -1, -2, -0.5f, -3});
   w.SetInt32Array("tokenizer.ggml.token_type", {2, 3, 3, 1, 1, 1, 1, 1, 1, 1});
   Result<Tokenizer> t = WriteAndLoad(w, "fak_tok_across.gguf");
@@ -144,7 +159,8 @@ TEST(TokenizerBadInput, GgufErrorsNameTheKey) {
     w.SetFloat32Array("tokenizer.ggml.scores", {0, 0});
     Result<Tokenizer> t = WriteAndLoad(w, "fak_tok_bad_scores.gguf");
     ASSERT_FALSE(t.ok());
-    EXPECT_NE(t.status().message().find("tokenizer.ggml.scores has 2 entries for 10 tokens"), std::string::npos)
+    EXPECT_NE(t.status().message().find("tokenizer.ggml.scores has 2 entries for 10 tokens"),
+              std::string::npos)
         << t.status().ToString();
   }
   {

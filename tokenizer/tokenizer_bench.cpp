@@ -21,13 +21,42 @@ struct Rng {
   size_t Below(size_t n) { return Next() % n; }
 };
 
-const char* const kWords[] = {
-    "the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on", "not",
-    "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an", "had", "they", "you", "were",
-    "their", "one", "all", "we", "can", "her", "has", "there", "been", "if", "more", "when", "will", "would",
-    "who", "so", "no", "model", "inference", "tokenizer", "throughput", "memory", "bandwidth", "latency",
-    "government", "experience", "understanding", "particularly", "nevertheless", "Wednesday", "London",
-    "Einstein", "don't", "it's", "we'll", "they've", "1984", "2.5%", "$300", "e-mail", "co-operate"};
+const char* const kWords[] = {"the",          "of",
+                              "and",          "to",
+                              "in",           "is",
+                              "that",         "for",
+                              "it",           "as",
+                              "was",          "with",
+                              "be",           "by",
+                              "on",           "not",
+                              "he",           "this",
+                              "are",          "or",
+                              "his",          "from",
+                              "at",           "which",
+                              "but",          "have",
+                              "an",           "had",
+                              "they",         "you",
+                              "were",         "their",
+                              "one",          "all",
+                              "we",           "can",
+                              "her",          "has",
+                              "there",        "been",
+                              "if",           "more",
+                              "when",         "will",
+                              "would",        "who",
+                              "so",           "no",
+                              "model",        "inference",
+                              "tokenizer",    "throughput",
+                              "memory",       "bandwidth",
+                              "latency",      "government",
+                              "experience",   "understanding",
+                              "particularly", "nevertheless",
+                              "Wednesday",    "London",
+                              "Einstein",     "don't",
+                              "it's",         "we'll",
+                              "they've",      "1984",
+                              "2.5%",         "$300",
+                              "e-mail",       "co-operate"};
 const char* const kCode[] = {
     "for (size_t i = 0; i < n; ++i) {\n    acc += a[i] * b[i];\n}\n",
     "def forward(self, x):\n    h = self.norm(x)\n    return x + self.mlp(h)\n",
@@ -38,9 +67,11 @@ const char* const kCode[] = {
     "<div class=\"row\"><span>{{ item.title }}</span></div>\n",
     "fn main() {\n    let v: Vec<u32> = (0..10).map(|x| x * x).collect();\n}\n"};
 const char kCjk[] =
-    "的一是不了人我在有他这中大来上国个到说们为子和你地出道也时年得就那要下以生会自着去之过家学对可她里后小么心多天而能好都然没日"
-    "于起还发成事只作当想看文无开手十用主行方又如前所本见经头面公同三已老从动两长知民样现分将外但身些与高意进把法此实回二理美点月明"
-    "東京大阪日本語のテキストをトークン化するひらがなカタカナ한국어텍스트토큰화속도측정";
+    "的一是不了人我在有他这中大来上国个到说们为子和你地出道也时年得就那要"
+    "下以生会自着去之过家学对可她里后小么心多天而能好都然没日于起还发成事"
+    "只作当想看文无开手十用主行方又如前所本见经头面公同三已老从动两长知民"
+    "样现分将外但身些与高意进把法此实回二理美点月明東京大阪日本語のテキス"
+    "トをトークン化するひらがなカタカナ한국어텍스트토큰화속도측정";
 
 void AppendCjkSentence(Rng& rng, std::string* out) {
   // Characters of kCjk are 3 bytes each.
@@ -157,10 +188,11 @@ int main(int argc, char** argv) {
       if (r == 0) first = s;
       best = std::min(best, s);
     }
-    std::printf("%s: load %.2f s; %zu tokens (%.2f bytes/token); first pass %.1f MB/s; best of %d %.1f MB/s "
-                "(%.2f M tokens/s)\n",
-                path.c_str(), load_s, n_tokens, static_cast<double>(bytes) / n_tokens, bytes / 1e6 / first, repeat,
-                bytes / 1e6 / best, n_tokens / 1e6 / best);
+    std::printf(
+        "%s: load %.2f s; %zu tokens (%.2f bytes/token); first pass %.1f MB/s; best of %d %.1f MB/s "
+        "(%.2f M tokens/s)\n",
+        path.c_str(), load_s, n_tokens, static_cast<double>(bytes) / n_tokens, bytes / 1e6 / first, repeat,
+        bytes / 1e6 / best, n_tokens / 1e6 / best);
   }
   return 0;
 }

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/loader.h"   // LoadTokenizer, LoadTokenizerSpec
+#include "tokenizer/loader.h"       // LoadTokenizer, LoadTokenizerSpec
 #include "tokenizer/merge_table.h"  // SpmEncode: the direct SentencePiece algorithm
-#include "tokenizer/unicode.h"  // SanitizeUtf8
+#include "tokenizer/unicode.h"      // SanitizeUtf8
 
 namespace fak {
 namespace {
@@ -80,9 +80,10 @@ int RunCases(const Tokenizer& tok, const std::vector<Case>& cases, bool check_no
       }
       std::string want;
       for (int32_t id : c.ids) want += std::to_string(id) + " ";
-      ADD_FAILURE() << "case " << i << " '" << c.input << "': ids " << (ids_ok ? "ok" : "differ") << ", no-split ids "
-                    << (nosplit_ok ? "ok" : "differ") << ", decode " << (text_ok ? "ok" : "differs: '" + (text.ok() ? *text : "?") + "'")
-                    << "\n got  " << got << "\n want " << want;
+      ADD_FAILURE() << "case " << i << " '" << c.input << "': ids " << (ids_ok ? "ok" : "differ")
+                    << ", no-split ids " << (nosplit_ok ? "ok" : "differ") << ", decode "
+                    << (text_ok ? "ok" : "differs: '" + (text.ok() ? *text : "?") + "'") << "\n got  " << got
+                    << "\n want " << want;
     }
   }
   return failures;
@@ -119,7 +120,8 @@ TEST(TokenizerDiff, Llama2PairTableMatchesDirectSentencePieceBpe) {
   for (size_t i = 0; i < spec->tokens.size(); ++i) {
     const std::string& t = spec->tokens[i];
     if (spec->types[i] == TokenType::kNormal) mergeable.emplace(t, static_cast<int32_t>(i));
-    if (spec->types[i] == TokenType::kByte) byte_ids[std::stoi(t.substr(3, 2), nullptr, 16)] = static_cast<int32_t>(i);
+    if (spec->types[i] == TokenType::kByte)
+      byte_ids[std::stoi(t.substr(3, 2), nullptr, 16)] = static_cast<int32_t>(i);
   }
   const SpmVocabView view{&mergeable, &spec->scores, byte_ids, spec->unk_id};
   Result<Tokenizer> tok = Tokenizer::Create(*spec);
@@ -127,7 +129,8 @@ TEST(TokenizerDiff, Llama2PairTableMatchesDirectSentencePieceBpe) {
   int failures = 0;
   for (const Case& c : ReadCases("tests/fixtures/tokenizer/llama2_cases.jsonl")) {
     std::string text = "\xE2\x96\x81";
-    for (char ch : SanitizeUtf8(c.input)) text += ch == ' ' ? std::string("\xE2\x96\x81") : std::string(1, ch);
+    for (char ch : SanitizeUtf8(c.input))
+      text += ch == ' ' ? std::string("\xE2\x96\x81") : std::string(1, ch);
     std::vector<int32_t> direct;
     if (!c.input.empty()) SpmEncode(view, text, &direct);
     if (direct != *tok->Encode(c.input, {false, false}) && ++failures <= 3) ADD_FAILURE() << c.input;

@@ -22,18 +22,18 @@ enum class TokenType : uint8_t {
   kUndefined = 0,
   kNormal = 1,
   kUnknown = 2,
-  kControl = 3,       // BOS/EOS/<|im_start|>: split out of text only when special tokens are parsed
-  kUserDefined = 4,   // always split out of text, never passed through the model
+  kControl = 3,      // BOS/EOS/<|im_start|>: split out of text only when special tokens are parsed
+  kUserDefined = 4,  // always split out of text, never passed through the model
   kUnused = 5,
-  kByte = 6,          // <0xAB> byte-fallback pieces
+  kByte = 6,  // <0xAB> byte-fallback pieces
 };
 
 struct AddedToken {
   int32_t id = -1;
   std::string content;
-  bool special = true;   // false: split out even when special tokens are not parsed
-  bool lstrip = false;   // swallow whitespace to the left
-  bool rstrip = false;   // swallow whitespace to the right
+  bool special = true;       // false: split out even when special tokens are not parsed
+  bool lstrip = false;       // swallow whitespace to the left
+  bool rstrip = false;       // swallow whitespace to the right
   bool single_word = false;  // match only when not inside a word
 };
 
@@ -50,15 +50,15 @@ struct TokenizerSpec {
 
   // Text pipeline.
   NormalizationForm normalization = NormalizationForm::kNone;
-  bool byte_level = true;        // map bytes to GPT-2's alphabet before the model (kBpe)
-  bool add_prefix_space = false; // byte level: prepend a space unless the text starts with one
+  bool byte_level = true;                   // map bytes to GPT-2's alphabet before the model (kBpe)
+  bool add_prefix_space = false;            // byte level: prepend a space unless the text starts with one
   std::vector<std::string> split_patterns;  // pre-tokenizer regexes, applied in order
   // Metaspace (SentencePiece-style): spaces become U+2581 and text gets one U+2581 in front.
   bool metaspace = false;
-  bool add_space_prefix = false;  // the SentencePiece "dummy prefix"
+  bool add_space_prefix = false;         // the SentencePiece "dummy prefix"
   bool space_prefix_first_only = false;  // only the text at the very start gets it (Metaspace "first")
-  bool byte_fallback = false;     // unknown characters become <0xAB> tokens
-  bool ignore_merges = false;     // a pre-token that is itself in the vocabulary is one token
+  bool byte_fallback = false;            // unknown characters become <0xAB> tokens
+  bool ignore_merges = false;            // a pre-token that is itself in the vocabulary is one token
 
   // Special ids (-1: none) and what Encode adds when asked for special tokens.
   int32_t bos_id = -1;

@@ -70,7 +70,9 @@ TEST(Tokenizer, Qwen3NormalizesToNfc) {
 
 TEST(Tokenizer, InvalidUtf8BecomesReplacementCharacters) {
   for (const Tokenizer* tok : {&Qwen3(), &Llama2()}) {
-    const std::string bad = "ab\xE2\x82 \xFF\xC0\xAF" "cd\xF0\x9F";
+    const std::string bad =
+        "ab\xE2\x82 \xFF\xC0\xAF"
+        "cd\xF0\x9F";
     const std::string fixed = SanitizeUtf8(bad);
     EXPECT_EQ(Enc(*tok, bad, false, false), Enc(*tok, fixed, false, false));
     const Result<std::string> text = tok->Decode(Enc(*tok, bad, false, false));
@@ -95,7 +97,7 @@ TEST(Tokenizer, Llama2BosAndDummyPrefix) {
   EXPECT_EQ(*l.Decode(std::vector<int32_t>{1, 15043, 2}, skip), "Hello");
   // Byte fallback: a character without a piece becomes its UTF-8 bytes.
   const auto ids = Enc(l, "\xF0\x9F\xA6\x99", false, false);  // llama emoji
-  ASSERT_EQ(ids.size(), 5u);                                 // "▁" + 4 byte pieces
+  ASSERT_EQ(ids.size(), 5u);                                  // "▁" + 4 byte pieces
   EXPECT_EQ(l.GetTokenType(ids[1]), TokenType::kByte);
   EXPECT_EQ(*l.Decode(ids), "\xF0\x9F\xA6\x99");
 }

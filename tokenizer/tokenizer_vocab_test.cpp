@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "core/mapped_file.h"   // ReadFileToString
-#include "tokenizer/loader.h"   // LoadTokenizer
+#include "core/mapped_file.h"  // ReadFileToString
+#include "tokenizer/loader.h"  // LoadTokenizer
 
 namespace fak {
 namespace {
@@ -78,23 +78,24 @@ void CheckVectors(const std::string& model_path, const std::string& vectors_base
 }
 
 TEST(TokenizerVocab, Gpt2) {
-  CheckVectors(std::string(kVocabDir) + "ggml-vocab-gpt-2.gguf", std::string(kVocabDir) + "ggml-vocab-gpt-2.gguf", true);
+  CheckVectors(std::string(kVocabDir) + "ggml-vocab-gpt-2.gguf",
+               std::string(kVocabDir) + "ggml-vocab-gpt-2.gguf", true);
 }
 TEST(TokenizerVocab, Falcon) {
-  CheckVectors(std::string(kVocabDir) + "ggml-vocab-falcon.gguf", std::string(kVocabDir) + "ggml-vocab-falcon.gguf",
-               true);
+  CheckVectors(std::string(kVocabDir) + "ggml-vocab-falcon.gguf",
+               std::string(kVocabDir) + "ggml-vocab-falcon.gguf", true);
 }
 TEST(TokenizerVocab, LlamaSpm) {
   CheckVectors(std::string(kVocabDir) + "ggml-vocab-llama-spm.gguf",
                std::string(kVocabDir) + "ggml-vocab-llama-spm.gguf", false);
 }
 TEST(TokenizerVocab, Phi3) {
-  CheckVectors(std::string(kVocabDir) + "ggml-vocab-phi-3.gguf", std::string(kVocabDir) + "ggml-vocab-phi-3.gguf",
-               false);
+  CheckVectors(std::string(kVocabDir) + "ggml-vocab-phi-3.gguf",
+               std::string(kVocabDir) + "ggml-vocab-phi-3.gguf", false);
 }
 TEST(TokenizerVocab, Qwen2FromQwen3TokenizerJson) {
-  CheckVectors("../shared/fixtures/tokenizers/qwen3/tokenizer.json", std::string(kVocabDir) + "ggml-vocab-qwen2.gguf",
-               true);
+  CheckVectors("../shared/fixtures/tokenizers/qwen3/tokenizer.json",
+               std::string(kVocabDir) + "ggml-vocab-qwen2.gguf", true);
 }
 
 }  // namespace

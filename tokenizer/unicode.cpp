@@ -170,20 +170,11 @@ const ByteLevelTable& GetByteLevelTable() {
 Result<std::string> Normalize(std::string_view text, NormalizationForm form) {
   int options = UTF8PROC_STABLE;
   switch (form) {
-    case NormalizationForm::kNone:
-      return std::string(text);
-    case NormalizationForm::kNfc:
-      options |= UTF8PROC_COMPOSE;
-      break;
-    case NormalizationForm::kNfkc:
-      options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
-      break;
-    case NormalizationForm::kNfd:
-      options |= UTF8PROC_DECOMPOSE;
-      break;
-    case NormalizationForm::kNfkd:
-      options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
-      break;
+    case NormalizationForm::kNone: return std::string(text);
+    case NormalizationForm::kNfc: options |= UTF8PROC_COMPOSE; break;
+    case NormalizationForm::kNfkc: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
+    case NormalizationForm::kNfd: options |= UTF8PROC_DECOMPOSE; break;
+    case NormalizationForm::kNfkd: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
   }
   // Pure ASCII is invariant under every normalization form.
   bool ascii = true;

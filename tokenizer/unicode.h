@@ -36,7 +36,7 @@ uint32_t DecodeUtf8(std::string_view s, size_t* pos);
 // GPT-2 byte-level alphabet: every byte maps to one printable code point, stored as UTF-8.
 struct ByteLevelTable {
   std::array<std::string, 256> byte_to_utf8;  // byte -> its printable character
-  std::array<int16_t, 324> cp_to_byte;         // code point (< 324) -> byte, or -1
+  std::array<int16_t, 324> cp_to_byte;        // code point (< 324) -> byte, or -1
 };
 const ByteLevelTable& GetByteLevelTable();
 

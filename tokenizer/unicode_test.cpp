@@ -18,7 +18,9 @@ TEST(Unicode, ValidatesUtf8) {
 TEST(Unicode, SanitizeReplacesMaximalSubparts) {
   const std::string r = "\xEF\xBF\xBD";
   // Python: b"a\xe2\x82b".decode("utf-8", "replace") == "a\ufffdb" (one replacement for E2 82).
-  EXPECT_EQ(SanitizeUtf8("a\xE2\x82" "b"), "a" + r + "b");
+  EXPECT_EQ(SanitizeUtf8("a\xE2\x82"
+                         "b"),
+            "a" + r + "b");
   // Each byte that cannot start or continue a sequence is its own replacement.
   EXPECT_EQ(SanitizeUtf8("\x80\x80"), r + r);
   EXPECT_EQ(SanitizeUtf8("\xC0\xAF"), r + r);
@@ -40,7 +42,7 @@ TEST(Unicode, IncompleteSuffix) {
 
 TEST(Unicode, ByteLevelTableIsABijection) {
   const ByteLevelTable& t = GetByteLevelTable();
-  EXPECT_EQ(t.byte_to_utf8[' '], "\xC4\xA0");  // Ġ
+  EXPECT_EQ(t.byte_to_utf8[' '], "\xC4\xA0");   // Ġ
   EXPECT_EQ(t.byte_to_utf8['\n'], "\xC4\x8A");  // Ċ
   EXPECT_EQ(t.byte_to_utf8['A'], "A");
   for (int b = 0; b < 256; ++b) {
