@@ -40,15 +40,19 @@ static Result<std::string> RenderJson(const ChatTemplate& t, const J& context) {
 Result<std::string> ChatTemplate::Render(const nlohmann::ordered_json& context) const {
   return RenderJson(*this, context);
 }
-Result<std::string> ChatTemplate::Render(const nlohmann::json& context) const { return RenderJson(*this, context); }
+Result<std::string> ChatTemplate::Render(const nlohmann::json& context) const {
+  return RenderJson(*this, context);
+}
 
 template <typename J>
 static Result<std::string> RenderChatImpl(const ChatTemplate& tmpl, const J& messages, const J& tools,
                                           bool add_generation_prompt, const std::string& bos,
                                           const std::string& eos, const J& extra) {
-  if (!messages.is_array()) return InvalidArgument("messages must be a JSON array, got {}", messages.type_name());
+  if (!messages.is_array())
+    return InvalidArgument("messages must be a JSON array, got {}", messages.type_name());
   if (!tools.is_null() && !tools.is_array()) return InvalidArgument("tools must be a JSON array or null");
-  if (!extra.is_null() && !extra.is_object()) return InvalidArgument("extra template arguments must be a JSON object");
+  if (!extra.is_null() && !extra.is_object())
+    return InvalidArgument("extra template arguments must be a JSON object");
   try {
     jinja::Value ctx = jinja::Value::MakeDict();
     jinja::Dict& d = ctx.dict();
@@ -74,9 +78,10 @@ Result<std::string> RenderChat(const ChatTemplate& tmpl, const nlohmann::ordered
   return RenderChatImpl(tmpl, messages, tools, add_generation_prompt, bos_token, eos_token, extra_kwargs);
 }
 
-Result<std::string> RenderChat(const ChatTemplate& tmpl, const nlohmann::json& messages, const nlohmann::json& tools,
-                               bool add_generation_prompt, const std::string& bos_token,
-                               const std::string& eos_token, const nlohmann::json& extra_kwargs) {
+Result<std::string> RenderChat(const ChatTemplate& tmpl, const nlohmann::json& messages,
+                               const nlohmann::json& tools, bool add_generation_prompt,
+                               const std::string& bos_token, const std::string& eos_token,
+                               const nlohmann::json& extra_kwargs) {
   return RenderChatImpl(tmpl, messages, tools, add_generation_prompt, bos_token, eos_token, extra_kwargs);
 }
 

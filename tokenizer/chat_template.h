@@ -47,9 +47,9 @@ Result<std::string> RenderChat(const ChatTemplate& tmpl, const nlohmann::ordered
                                const nlohmann::ordered_json& tools, bool add_generation_prompt,
                                const std::string& bos_token, const std::string& eos_token,
                                const nlohmann::ordered_json& extra_kwargs = nlohmann::ordered_json::object());
-Result<std::string> RenderChat(const ChatTemplate& tmpl, const nlohmann::json& messages, const nlohmann::json& tools,
-                               bool add_generation_prompt, const std::string& bos_token,
-                               const std::string& eos_token,
+Result<std::string> RenderChat(const ChatTemplate& tmpl, const nlohmann::json& messages,
+                               const nlohmann::json& tools, bool add_generation_prompt,
+                               const std::string& bos_token, const std::string& eos_token,
                                const nlohmann::json& extra_kwargs = nlohmann::json::object());
 
 }  // namespace fak

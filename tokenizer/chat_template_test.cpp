@@ -55,7 +55,8 @@ TEST_P(FixtureTest, MatchesJinja2ByteForByte) {
     if (error == "syntax") {
       ASSERT_FALSE(t.ok()) << name << ": jinja2 rejects this template";
       std::string want = "template:" + std::to_string(c["error_line"].get<int>()) + ":";
-      EXPECT_EQ(t.status().message().rfind(want, 0), 0u) << t.status().message() << " (want line from jinja2: " << want << ")";
+      EXPECT_EQ(t.status().message().rfind(want, 0), 0u)
+          << t.status().message() << " (want line from jinja2: " << want << ")";
       continue;
     }
     ASSERT_TRUE(t.ok()) << t.status().ToString();
@@ -72,8 +73,8 @@ TEST_P(FixtureTest, MatchesJinja2ByteForByte) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Chat, FixtureTest,
-                         ::testing::Values("syntax", "operators", "access", "string_methods", "filters", "tests",
-                                           "control", "errors", "qwen3", "models", "qwen3_random"));
+                         ::testing::Values("syntax", "operators", "access", "string_methods", "filters",
+                                           "tests", "control", "errors", "qwen3", "models", "qwen3_random"));
 
 }  // namespace
 }  // namespace fak

@@ -21,7 +21,8 @@ Result<ojson> ReadJson(const std::string& path) {
 // tokenizer_config.json stores special tokens as strings or as {"content": "..."} objects.
 std::string TokenText(const ojson& j) {
   if (j.is_string()) return j.get<std::string>();
-  if (j.is_object() && j.contains("content") && j["content"].is_string()) return j["content"].get<std::string>();
+  if (j.is_object() && j.contains("content") && j["content"].is_string())
+    return j["content"].get<std::string>();
   return "";
 }
 
@@ -30,7 +31,8 @@ Result<std::string> PickTemplate(const ojson& field, const std::string& path, co
   if (field.is_array()) {
     std::string want = name.empty() ? "default" : name;
     for (const auto& t : field) {
-      if (t.is_object() && t.value("name", "") == want && t.contains("template") && t["template"].is_string()) {
+      if (t.is_object() && t.value("name", "") == want && t.contains("template") &&
+          t["template"].is_string()) {
         return t["template"].get<std::string>();
       }
     }
@@ -60,7 +62,8 @@ Result<ModelChatTemplate> FromDirectory(const std::string& dir, const std::strin
     FAK_ASSIGN_OR_RETURN(m.source, ReadFileToString(jinja_path));
   }
   if (m.source.empty()) {
-    return NotFound("{}: no chat template (neither tokenizer_config.json's chat_template nor chat_template.jinja)", dir);
+    return NotFound(
+        "{}: no chat template (neither tokenizer_config.json's chat_template nor chat_template.jinja)", dir);
   }
   return m;
 }
@@ -84,7 +87,8 @@ Result<ModelChatTemplate> FromGguf(const std::string& path) {
 
 }  // namespace
 
-Result<ModelChatTemplate> LoadModelChatTemplate(const std::string& model_path, const std::string& template_name) {
+Result<ModelChatTemplate> LoadModelChatTemplate(const std::string& model_path,
+                                                const std::string& template_name) {
   std::error_code ec;
   if (std::filesystem::is_directory(model_path, ec)) return FromDirectory(model_path, template_name);
   if (!std::filesystem::exists(model_path, ec)) return NotFound("{}: no such file or directory", model_path);
@@ -97,14 +101,16 @@ Result<ModelChatTemplate> LoadModelChatTemplate(const std::string& model_path, c
 Status RunTemplate(const TemplateOptions& options, std::ostream& out) {
   if (options.model_path.empty()) return InvalidArgument("template: a model (-m) is required");
   if (options.messages_path.empty()) return InvalidArgument("template: a messages file (-f) is required");
-  FAK_ASSIGN_OR_RETURN(ModelChatTemplate model, LoadModelChatTemplate(options.model_path, options.template_name));
+  FAK_ASSIGN_OR_RETURN(ModelChatTemplate model,
+                       LoadModelChatTemplate(options.model_path, options.template_name));
   FAK_ASSIGN_OR_RETURN(ojson input, ReadJson(options.messages_path));
   ojson messages, tools, extra = ojson::object();
   bool add_generation_prompt = false;
   if (input.is_array()) {
     messages = input;
   } else if (input.is_object()) {
-    if (!input.contains("messages")) return InvalidArgument("{}: object has no 'messages' array", options.messages_path);
+    if (!input.contains("messages"))
+      return InvalidArgument("{}: object has no 'messages' array", options.messages_path);
     for (auto it = input.begin(); it != input.end(); ++it) {
       if (it.key() == "messages") {
         messages = it.value();
@@ -120,13 +126,16 @@ Status RunTemplate(const TemplateOptions& options, std::ostream& out) {
       }
     }
   } else {
-    return InvalidArgument("{}: expected a JSON array of messages or an object with 'messages'", options.messages_path);
+    return InvalidArgument("{}: expected a JSON array of messages or an object with 'messages'",
+                           options.messages_path);
   }
   if (!messages.is_array()) return InvalidArgument("{}: 'messages' must be an array", options.messages_path);
   for (size_t i = 0; i < messages.size(); ++i) {
-    if (!messages[i].is_object()) return InvalidArgument("{}: messages[{}] is not an object", options.messages_path, i);
+    if (!messages[i].is_object())
+      return InvalidArgument("{}: messages[{}] is not an object", options.messages_path, i);
   }
-  if (!tools.is_null() && !tools.is_array()) return InvalidArgument("{}: 'tools' must be an array", options.messages_path);
+  if (!tools.is_null() && !tools.is_array())
+    return InvalidArgument("{}: 'tools' must be an array", options.messages_path);
   if (options.add_generation_prompt) add_generation_prompt = *options.add_generation_prompt;
 
   Result<ChatTemplate> tmpl = ChatTemplate::Parse(model.source);

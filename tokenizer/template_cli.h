@@ -29,7 +29,8 @@ struct ModelChatTemplate {
   std::string bos_token;
   std::string eos_token;
 };
-Result<ModelChatTemplate> LoadModelChatTemplate(const std::string& model_path, const std::string& template_name = "");
+Result<ModelChatTemplate> LoadModelChatTemplate(const std::string& model_path,
+                                                const std::string& template_name = "");
 
 Status RunTemplate(const TemplateOptions& options, std::ostream& out);
 

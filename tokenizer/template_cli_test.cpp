@@ -29,7 +29,8 @@ class TemplateCliTest : public ::testing::Test {
 };
 
 constexpr const char* kChatMl =
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+    "'<|im_end|>' + "
     "'\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
 TEST_F(TemplateCliTest, RendersQwen3FromTokenizerConfigDirectory) {
@@ -64,8 +65,9 @@ TEST_F(TemplateCliTest, RendersFromGgufMetadata) {
 }
 
 TEST_F(TemplateCliTest, NamedTemplatesAndTemplateFile) {
-  Write("tokenizer_config.json",
-        R"({"eos_token": {"content": "</s>"}, "chat_template": [{"name": "default", "template": "D{{ eos_token }}"},
+  Write(
+      "tokenizer_config.json",
+      R"({"eos_token": {"content": "</s>"}, "chat_template": [{"name": "default", "template": "D{{ eos_token }}"},
             {"name": "tool_use", "template": "T"}]})");
   TemplateOptions o;
   o.model_path = dir_.string();

@@ -24,8 +24,10 @@ Result<Value> LookupPath(const Value& v, const std::string& path) {
   while (pos <= path.size()) {
     size_t dot = path.find('.', pos);
     std::string part = path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
-    bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
-    FAK_ASSIGN_OR_RETURN(cur, GetItem(cur, numeric ? Value(static_cast<int64_t>(std::atoll(part.c_str()))) : Value(part)));
+    bool numeric =
+        !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+    FAK_ASSIGN_OR_RETURN(
+        cur, GetItem(cur, numeric ? Value(static_cast<int64_t>(std::atoll(part.c_str()))) : Value(part)));
     if (dot == std::string::npos) break;
     pos = dot + 1;
   }
@@ -157,7 +159,8 @@ Result<Value> ToJsonFilter(const Value& v, const CallArgs& a) {
 
 Result<Value> Indent(const Value& v, const CallArgs& a) {
   std::string ind = "    ";
-  if (const Value* w = a.Get(0, "width")) ind = w->is_string() ? w->str() : std::string(std::max<int64_t>(0, w->as_int()), ' ');
+  if (const Value* w = a.Get(0, "width"))
+    ind = w->is_string() ? w->str() : std::string(std::max<int64_t>(0, w->as_int()), ' ');
   bool first = Flag(a, 1, "first");
   bool blank = Flag(a, 2, "blank");
   std::vector<std::string> lines = SplitLines(v.ToString() + "\n");
@@ -227,7 +230,8 @@ Result<Value> Map(Interpreter& in, const Value& v, const CallArgs& a) {
   if (const Value* attr = a.Get(CallArgs::kKeywordOnly, "attribute")) {
     const Value* dflt = a.Get(CallArgs::kKeywordOnly, "default");
     for (const Value& item : items) {
-      FAK_ASSIGN_OR_RETURN(Value x, attr->is_int() ? GetItem(item, *attr) : LookupPath(item, attr->ToString()));
+      FAK_ASSIGN_OR_RETURN(Value x,
+                           attr->is_int() ? GetItem(item, *attr) : LookupPath(item, attr->ToString()));
       if (x.is_undefined() && dflt) x = *dflt;
       out.push_back(std::move(x));
     }
@@ -325,7 +329,8 @@ Result<Value> CallFilter(Interpreter& in, std::string_view name, const Value& v,
     const Value* repl = a.Get(1, "new");
     if (!old || !repl) return InvalidArgument("replace needs old and new strings");
     const Value* count = a.Get(2, "count");
-    return Value(PyReplace(text(), old->ToString(), repl->ToString(), count && !count->is_none() ? count->as_int() : -1));
+    return Value(PyReplace(text(), old->ToString(), repl->ToString(),
+                           count && !count->is_none() ? count->as_int() : -1));
   }
   if (name == "join") {
     FAK_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(v));
@@ -414,7 +419,8 @@ Result<Value> CallFilter(Interpreter& in, std::string_view name, const Value& v,
         total = Value(total.as_double() + x.as_double());
       } else {
         int64_t r;
-        if (__builtin_add_overflow(total.as_int(), x.as_int(), &r)) return OutOfRange("integer overflow in sum");
+        if (__builtin_add_overflow(total.as_int(), x.as_int(), &r))
+          return OutOfRange("integer overflow in sum");
         total = Value(r);
       }
     }
@@ -447,7 +453,8 @@ Result<Value> CallFilter(Interpreter& in, std::string_view name, const Value& v,
       }
     }
     if (!row.empty()) {
-      while (fill && !fill->is_none() && static_cast<int64_t>(row.size()) < count->as_int()) row.push_back(*fill);
+      while (fill && !fill->is_none() && static_cast<int64_t>(row.size()) < count->as_int())
+        row.push_back(*fill);
       out.push_back(Value::MakeList(std::move(row)));
     }
     return Value::MakeList(std::move(out));
@@ -468,7 +475,8 @@ Result<Value> CallFilter(Interpreter& in, std::string_view name, const Value& v,
     int64_t words = 0;
     bool in_word = false;
     for (uint32_t cp : DecodeUtf8(text())) {
-      bool w = cp == '_' || (cp >= '0' && cp <= '9') || ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z') || cp >= 0x80;
+      bool w =
+          cp == '_' || (cp >= '0' && cp <= '9') || ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z') || cp >= 0x80;
       if (w && !in_word) ++words;
       in_word = w;
     }

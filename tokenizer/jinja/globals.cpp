@@ -15,7 +15,8 @@ Result<Value> Range(Interpreter& in, const CallArgs& a) {
     return InvalidArgument("range expected 1 to 3 arguments, got {}", a.positional.size());
   }
   for (const Value& v : a.positional) {
-    if (!v.is_int() && !v.is_bool()) return InvalidArgument("'{}' object cannot be interpreted as an integer", v.TypeName());
+    if (!v.is_int() && !v.is_bool())
+      return InvalidArgument("'{}' object cannot be interpreted as an integer", v.TypeName());
   }
   int64_t start = 0, stop = 0, step = 1;
   if (a.positional.size() == 1) {
@@ -66,36 +67,41 @@ Result<Value> MakeMapping(const CallArgs& a, bool is_namespace) {
 void AddGlobals(Scope& scope) {
   scope.Set("range", Value::MakeFunction("range", Range));
   scope.Set("namespace", Value::MakeFunction("namespace", [](Interpreter&, const CallArgs& a) {
-    return MakeMapping(a, true);
-  }));
-  scope.Set("dict", Value::MakeFunction("dict", [](Interpreter&, const CallArgs& a) { return MakeMapping(a, false); }));
+              return MakeMapping(a, true);
+            }));
+  scope.Set("dict", Value::MakeFunction(
+                        "dict", [](Interpreter&, const CallArgs& a) { return MakeMapping(a, false); }));
   scope.Set("joiner", Value::MakeFunction("joiner", [](Interpreter&, const CallArgs& a) -> Result<Value> {
-    const Value* sep = a.Get(0, "sep");
-    std::string text = sep ? sep->ToString() : ", ";
-    auto used = std::make_shared<bool>(false);
-    return Value::MakeFunction("joiner", [text, used](Interpreter&, const CallArgs&) -> Result<Value> {
-      if (!*used) {
-        *used = true;
-        return Value("");
-      }
-      return Value(text);
-    });
-  }));
-  scope.Set("raise_exception", Value::MakeFunction("raise_exception", [](Interpreter&, const CallArgs& a) -> Result<Value> {
-    const Value* msg = a.Get(0, "message");
-    return InvalidArgument("raise_exception: {}", msg ? msg->ToString() : "");
-  }));
-  scope.Set("strftime_now", Value::MakeFunction("strftime_now", [](Interpreter& in, const CallArgs& a) -> Result<Value> {
-    const Value* f = a.Get(0, "format");
-    if (!f || !f->is_string()) return InvalidArgument("strftime_now needs a format string");
-    std::time_t now = in.options().now ? *in.options().now : std::time(nullptr);
-    std::tm tm{};
-    localtime_r(&now, &tm);
-    char buf[512];
-    size_t n = std::strftime(buf, sizeof(buf), f->str().c_str(), &tm);
-    if (n == 0 && !f->str().empty()) return InvalidArgument("strftime_now: format '{}' is too long or empty", f->str());
-    return Value(std::string(buf, n));
-  }));
+              const Value* sep = a.Get(0, "sep");
+              std::string text = sep ? sep->ToString() : ", ";
+              auto used = std::make_shared<bool>(false);
+              return Value::MakeFunction("joiner",
+                                         [text, used](Interpreter&, const CallArgs&) -> Result<Value> {
+                                           if (!*used) {
+                                             *used = true;
+                                             return Value("");
+                                           }
+                                           return Value(text);
+                                         });
+            }));
+  scope.Set("raise_exception",
+            Value::MakeFunction("raise_exception", [](Interpreter&, const CallArgs& a) -> Result<Value> {
+              const Value* msg = a.Get(0, "message");
+              return InvalidArgument("raise_exception: {}", msg ? msg->ToString() : "");
+            }));
+  scope.Set("strftime_now",
+            Value::MakeFunction("strftime_now", [](Interpreter& in, const CallArgs& a) -> Result<Value> {
+              const Value* f = a.Get(0, "format");
+              if (!f || !f->is_string()) return InvalidArgument("strftime_now needs a format string");
+              std::time_t now = in.options().now ? *in.options().now : std::time(nullptr);
+              std::tm tm{};
+              localtime_r(&now, &tm);
+              char buf[512];
+              size_t n = std::strftime(buf, sizeof(buf), f->str().c_str(), &tm);
+              if (n == 0 && !f->str().empty())
+                return InvalidArgument("strftime_now: format '{}' is too long or empty", f->str());
+              return Value(std::string(buf, n));
+            }));
 }
 
 }  // namespace fak::jinja

@@ -19,9 +19,9 @@
 namespace fak::jinja {
 
 struct RenderLimits {
-  size_t max_output_bytes = 64u << 20;     // the rendered text and any string built on the way
-  int64_t max_loop_iterations = 1000000;   // summed over all loops (and range() sizes) of one render
-  int max_call_depth = 64;                 // nested macro calls
+  size_t max_output_bytes = 64u << 20;    // the rendered text and any string built on the way
+  int64_t max_loop_iterations = 1000000;  // summed over all loops (and range() sizes) of one render
+  int max_call_depth = 64;                // nested macro calls
 };
 
 struct RenderOptions {
@@ -84,6 +84,9 @@ class Interpreter {
   int64_t iterations_ = 0;
   int call_depth_ = 0;
 };
+
+// Prefixes "template:LINE:COL: " to a message that has no position yet.
+Status AtNode(const Status& s, int line, int col);
 
 // Python-style iteration: a list's items, a dict's keys, a string's characters; undefined is empty.
 Result<std::vector<Value>> Iterate(const Value& v);

@@ -7,8 +7,7 @@ namespace fak::jinja {
 
 Result<bool> Contains(const Value& container, const Value& item) {
   switch (container.kind()) {
-    case Kind::kUndefined:
-      return false;
+    case Kind::kUndefined: return false;
     case Kind::kString:
       if (!item.is_string()) {
         return InvalidArgument("'in <string>' requires string as left operand, not {}", item.TypeName());
@@ -22,8 +21,7 @@ Result<bool> Contains(const Value& container, const Value& item) {
     case Kind::kDict:
       if (container.dict().is_namespace) break;
       return item.is_string() && container.dict().Find(item.str()) != nullptr;
-    default:
-      break;
+    default: break;
   }
   return InvalidArgument("argument of type '{}' is not iterable", container.TypeName());
 }
@@ -45,8 +43,10 @@ Result<bool> CallTest(Interpreter& in, std::string_view name, const Value& v, co
   if (name == "number") return v.is_number();
   if (name == "string") return v.is_string();
   if (name == "mapping") return v.is_dict() && !v.dict().is_namespace;
-  if (name == "iterable") return v.is_undefined() || v.is_string() || v.is_list() || (v.is_dict() && !v.dict().is_namespace);
-  if (name == "sequence") return v.is_undefined() || v.is_string() || v.is_list() || (v.is_dict() && !v.dict().is_namespace);
+  if (name == "iterable")
+    return v.is_undefined() || v.is_string() || v.is_list() || (v.is_dict() && !v.dict().is_namespace);
+  if (name == "sequence")
+    return v.is_undefined() || v.is_string() || v.is_list() || (v.is_dict() && !v.dict().is_namespace);
   if (name == "callable") return v.is_callable();
   if (name == "escaped") return false;
   if (name == "lower" || name == "upper") {
@@ -55,7 +55,8 @@ Result<bool> CallTest(Interpreter& in, std::string_view name, const Value& v, co
     return name == "lower" ? (lo == v.str() && up != v.str()) : (up == v.str() && lo != v.str());
   }
   if (name == "even" || name == "odd") {
-    if (!v.is_int() && !v.is_bool()) return InvalidArgument("test '{}' needs an integer, got {}", name, v.TypeName());
+    if (!v.is_int() && !v.is_bool())
+      return InvalidArgument("test '{}' needs an integer, got {}", name, v.TypeName());
     int64_t r = v.as_int() % 2;
     return name == "even" ? r == 0 : r != 0;
   }

@@ -32,7 +32,8 @@ TEST(JinjaErrors, SyntaxErrorsNameLineAndColumn) {
   EXPECT_EQ(ErrorOf("{{ (1, 2 }}"), "template:1:10: unexpected '}', expected ')'");
   EXPECT_EQ(ErrorOf("{{ a ? b }}"), "template:1:6: unexpected character '?'");
   EXPECT_EQ(ErrorOf("{% break %}"), "template:1:4: 'break' outside of a loop");
-  EXPECT_EQ(ErrorOf("{% include 'x' %}"), "template:1:4: tag 'include' is not supported (templates are self-contained)");
+  EXPECT_EQ(ErrorOf("{% include 'x' %}"),
+            "template:1:4: tag 'include' is not supported (templates are self-contained)");
   std::string unclosed = ErrorOf("{% for x in y %}\n{% if x %}\n");
   EXPECT_NE(unclosed.find("expected 'elif' or 'else' or 'endif'"), std::string::npos) << unclosed;
 }
@@ -55,7 +56,8 @@ TEST(JinjaLimits, InfiniteLikeLoopsStop) {
   Result<std::string> r = RenderText("{% for i in range(100000) %}{% endfor %}", Value::MakeDict(), o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("iterations"), std::string::npos) << r.status().message();
-  r = RenderText("{% for i in range(200) %}{% for j in range(200) %}{% endfor %}{% endfor %}", Value::MakeDict(), o);
+  r = RenderText("{% for i in range(200) %}{% for j in range(200) %}{% endfor %}{% endfor %}",
+                 Value::MakeDict(), o);
   EXPECT_FALSE(r.ok());
   r = RenderText("{{ range(9223372036854775807) | length }}", Value::MakeDict(), o);
   EXPECT_FALSE(r.ok());
@@ -73,8 +75,9 @@ TEST(JinjaLimits, OutputSizeIsBounded) {
   Result<std::string> r = RenderText("{{ 'x' * 100000000 }}", Value::MakeDict(), o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("exceeds the limit"), std::string::npos);
-  r = RenderText("{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
-                 Value::MakeDict(), o);
+  r = RenderText(
+      "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
+      Value::MakeDict(), o);
   EXPECT_FALSE(r.ok());
   r = RenderText("{% for i in range(100000) %}0123456789abcdef{% endfor %}", Value::MakeDict(), o);
   EXPECT_FALSE(r.ok());
@@ -96,7 +99,8 @@ TEST(JinjaLimits, DeepNestingIsRejectedNotRecursed) {
 TEST(JinjaLimits, GarbageNeverCrashes) {
   // A cheap fuzz: every prefix of a real template and a byte-mutated copy must parse or fail cleanly.
   std::string src =
-      "{%- set ns = namespace(a=1) %}{% for m in messages if m.role != 'x' %}{{ m.content | trim ~ loop.index }}"
+      "{%- set ns = namespace(a=1) %}{% for m in messages if m.role != 'x' %}{{ m.content | trim ~ "
+      "loop.index }}"
       "{% if not loop.last %}, {% endif %}{% else %}{{ raise_exception('none') }}{% endfor %}{{ ns.a }}";
   Value ctx = Value::MakeDict();
   ctx.dict().Set("messages", Value::MakeList({Value::MakeDict()}));

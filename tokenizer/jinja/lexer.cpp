@@ -165,8 +165,8 @@ class Lexer {
     while (true) {
       while (pos_ < src_.size() && IsSpace(src_[pos_])) ++pos_;
       if (pos_ >= src_.size()) {
-        return Error(open, "unexpected end of template: '{}' was never closed with '{}'",
-                     block ? "{%" : "{{", close);
+        return Error(open, "unexpected end of template: '{}' was never closed with '{}'", block ? "{%" : "{{",
+                     close);
       }
       if (brackets.empty()) {
         bool strip = src_[pos_] == '-' && src_.compare(pos_ + 1, 2, close) == 0;
@@ -231,7 +231,7 @@ class Lexer {
     size_t b = pos_;
     auto digits = [&] {
       while (pos_ < src_.size() && (IsDigit(src_[pos_]) || (src_[pos_] == '_' && pos_ + 1 < src_.size() &&
-                                                             IsDigit(src_[pos_ + 1])))) {
+                                                            IsDigit(src_[pos_ + 1])))) {
         ++pos_;
       }
     };
@@ -243,7 +243,8 @@ class Lexer {
       int base = r == 'x' ? 16 : r == 'o' ? 8 : 2;
       pos_ += 2;
       std::string clean;
-      while (pos_ < src_.size() && (std::isxdigit(static_cast<unsigned char>(src_[pos_])) || src_[pos_] == '_')) {
+      while (pos_ < src_.size() &&
+             (std::isxdigit(static_cast<unsigned char>(src_[pos_])) || src_[pos_] == '_')) {
         if (src_[pos_] != '_') clean += src_[pos_];
         ++pos_;
       }
@@ -329,7 +330,8 @@ class Lexer {
             return Error(pos_ - 2, "truncated \\{} escape in string literal", std::string(1, e));
           }
           uint32_t cp = static_cast<uint32_t>(std::strtoul(src_.substr(pos_, n).c_str(), nullptr, 16));
-          if (cp > 0x10ffff) return Error(pos_ - 2, "escape \\{} is not a valid code point", src_.substr(pos_ - 1, n + 1));
+          if (cp > 0x10ffff)
+            return Error(pos_ - 2, "escape \\{} is not a valid code point", src_.substr(pos_ - 1, n + 1));
           AppendUtf8(value, cp);
           pos_ += n;
           break;

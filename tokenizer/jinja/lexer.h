@@ -24,10 +24,10 @@ enum class TokenType : uint8_t {
   kBlockBegin,  // {%
   kBlockEnd,    // %}
   kName,
-  kString,      // text holds the unescaped value
+  kString,  // text holds the unescaped value
   kInteger,
   kFloat,
-  kOperator,    // text holds the operator: "+", "//", "==", "(", ...
+  kOperator,  // text holds the operator: "+", "//", "==", "(", ...
   kEof,
 };
 

@@ -13,7 +13,8 @@ namespace {
 Result<std::optional<std::string>> OptString(const CallArgs& a, size_t i, std::string_view name) {
   const Value* v = a.Get(i, name);
   if (!v || v->is_none()) return std::optional<std::string>();
-  if (!v->is_string()) return InvalidArgument("argument '{}' must be str or None, not {}", name, v->TypeName());
+  if (!v->is_string())
+    return InvalidArgument("argument '{}' must be str or None, not {}", name, v->TypeName());
   return std::optional<std::string>(v->str());
 }
 
@@ -27,7 +28,8 @@ Result<std::string> ReqString(const CallArgs& a, size_t i, std::string_view name
 Result<int64_t> OptInt(const CallArgs& a, size_t i, std::string_view name, int64_t dflt) {
   const Value* v = a.Get(i, name);
   if (!v || v->is_none()) return dflt;
-  if (!v->is_int() && !v->is_bool()) return InvalidArgument("argument '{}' must be int, not {}", name, v->TypeName());
+  if (!v->is_int() && !v->is_bool())
+    return InvalidArgument("argument '{}' must be int, not {}", name, v->TypeName());
   return v->as_int();
 }
 
@@ -44,10 +46,12 @@ Result<Value> AffixTest(const std::string& s, const CallArgs& a, bool prefix) {
   if (!arg) return InvalidArgument("{} takes at least 1 argument", prefix ? "startswith" : "endswith");
   std::vector<Value> options = arg->is_list() ? arg->list().items : std::vector<Value>{*arg};
   for (const Value& o : options) {
-    if (!o.is_string()) return InvalidArgument("{} first arg must be str or a tuple of str, not {}",
-                                              prefix ? "startswith" : "endswith", o.TypeName());
+    if (!o.is_string())
+      return InvalidArgument("{} first arg must be str or a tuple of str, not {}",
+                             prefix ? "startswith" : "endswith", o.TypeName());
     const std::string& x = o.str();
-    bool hit = prefix ? s.rfind(x, 0) == 0 : (s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0);
+    bool hit = prefix ? s.rfind(x, 0) == 0
+                      : (s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0);
     if (hit) return Value(true);
   }
   return Value(false);
@@ -110,7 +114,8 @@ Result<Value> StringMethod(const std::string& s, std::string_view m, const CallA
   if (m == "isdigit") return AllChars(s, [](uint32_t c) { return c >= '0' && c <= '9'; });
   if (m == "isalpha") return AllChars(s, [](uint32_t c) { return (c | 0x20) >= 'a' && (c | 0x20) <= 'z'; });
   if (m == "isalnum") {
-    return AllChars(s, [](uint32_t c) { return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z'); });
+    return AllChars(
+        s, [](uint32_t c) { return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z'); });
   }
   if (m == "isspace") return AllChars(s, IsPySpace);
   if (m == "islower") return Value(PyLower(s) == s && PyUpper(s) != s);
@@ -169,13 +174,16 @@ Result<Value> ListMethod(const Value& self, std::string_view m, const CallArgs& 
 }
 
 bool IsMethod(const Value& obj, std::string_view m) {
-  static const char* kStr[] = {"startswith", "endswith", "strip", "lstrip", "rstrip", "split", "rsplit",
-                               "splitlines", "upper", "lower", "title", "capitalize", "replace", "find",
-                               "rfind", "index", "rindex", "count", "join", "isdigit", "isalpha", "isalnum",
-                               "isspace", "islower", "isupper"};
+  static const char* kStr[] = {"startswith", "endswith",   "strip",      "lstrip",  "rstrip",
+                               "split",      "rsplit",     "splitlines", "upper",   "lower",
+                               "title",      "capitalize", "replace",    "find",    "rfind",
+                               "index",      "rindex",     "count",      "join",    "isdigit",
+                               "isalpha",    "isalnum",    "isspace",    "islower", "isupper"};
   static const char* kDict[] = {"items", "keys", "values", "get", "copy"};
   static const char* kList[] = {"index", "count"};
-  auto has = [&](auto& table) { return std::any_of(std::begin(table), std::end(table), [&](const char* x) { return m == x; }); };
+  auto has = [&](auto& table) {
+    return std::any_of(std::begin(table), std::end(table), [&](const char* x) { return m == x; });
+  };
   if (obj.is_string()) return has(kStr);
   if (obj.is_dict()) return !obj.dict().is_namespace && has(kDict);
   if (obj.is_list()) return has(kList);
@@ -185,7 +193,9 @@ bool IsMethod(const Value& obj, std::string_view m) {
 bool IsMutator(const Value& obj, std::string_view m) {
   static const char* kList[] = {"append", "extend", "insert", "pop", "remove", "reverse", "sort", "clear"};
   static const char* kDict[] = {"pop", "popitem", "setdefault", "update", "clear"};
-  auto has = [&](auto& table) { return std::any_of(std::begin(table), std::end(table), [&](const char* x) { return m == x; }); };
+  auto has = [&](auto& table) {
+    return std::any_of(std::begin(table), std::end(table), [&](const char* x) { return m == x; });
+  };
   if (obj.is_list()) return has(kList);
   if (obj.is_dict()) return !obj.dict().is_namespace && has(kDict);
   return false;
@@ -213,7 +223,8 @@ Result<Value> GetAttr(const Value& obj, std::string_view name) {
     });
   }
   if (IsMutator(obj, name)) {
-    return Value::Undefined(fmt::format("access to attribute '{}' of '{}' object is unsafe.", name, obj.TypeName()));
+    return Value::Undefined(
+        fmt::format("access to attribute '{}' of '{}' object is unsafe.", name, obj.TypeName()));
   }
   if (obj.is_dict()) {
     const Value* v = obj.dict().Find(name);
@@ -237,13 +248,15 @@ Result<Value> GetItem(const Value& obj, const Value& key) {
     if (obj.is_list()) {
       int64_t n = static_cast<int64_t>(obj.list().items.size());
       if (i < 0) i += n;
-      if (i < 0 || i >= n) return Value::Undefined(fmt::format("{} has no element {}", ObjectName(obj), key.as_int()));
+      if (i < 0 || i >= n)
+        return Value::Undefined(fmt::format("{} has no element {}", ObjectName(obj), key.as_int()));
       return obj.list().items[static_cast<size_t>(i)];
     }
     std::vector<uint32_t> cps = DecodeUtf8(obj.str());
     int64_t n = static_cast<int64_t>(cps.size());
     if (i < 0) i += n;
-    if (i < 0 || i >= n) return Value::Undefined(fmt::format("{} has no element {}", ObjectName(obj), key.as_int()));
+    if (i < 0 || i >= n)
+      return Value::Undefined(fmt::format("{} has no element {}", ObjectName(obj), key.as_int()));
     std::string c;
     AppendUtf8(c, cps[static_cast<size_t>(i)]);
     return Value(std::move(c));

@@ -16,6 +16,7 @@ struct ParseLimits {
 };
 
 // Errors read "template:LINE:COL: message".
-Result<Template> ParseTemplate(std::string_view source, const LexOptions& lex = {}, const ParseLimits& limits = {});
+Result<Template> ParseTemplate(std::string_view source, const LexOptions& lex = {},
+                               const ParseLimits& limits = {});
 
 }  // namespace fak::jinja

@@ -70,12 +70,25 @@ size_t CodepointCount(std::string_view s) {
 
 bool IsPySpace(uint32_t cp) {
   switch (cp) {
-    case 0x09: case 0x0a: case 0x0b: case 0x0c: case 0x0d: case 0x1c: case 0x1d: case 0x1e:
-    case 0x1f: case 0x20: case 0x85: case 0xa0: case 0x1680: case 0x2028: case 0x2029:
-    case 0x202f: case 0x205f: case 0x3000:
-      return true;
-    default:
-      return cp >= 0x2000 && cp <= 0x200a;
+    case 0x09:
+    case 0x0a:
+    case 0x0b:
+    case 0x0c:
+    case 0x0d:
+    case 0x1c:
+    case 0x1d:
+    case 0x1e:
+    case 0x1f:
+    case 0x20:
+    case 0x85:
+    case 0xa0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202f:
+    case 0x205f:
+    case 0x3000: return true;
+    default: return cp >= 0x2000 && cp <= 0x200a;
   }
 }
 
@@ -144,7 +157,8 @@ static std::vector<std::string> SplitWhitespace(std::string_view s, int64_t maxs
   return out;
 }
 
-std::vector<std::string> PySplit(std::string_view s, const std::optional<std::string>& sep, int64_t maxsplit) {
+std::vector<std::string> PySplit(std::string_view s, const std::optional<std::string>& sep,
+                                 int64_t maxsplit) {
   if (!sep) return SplitWhitespace(s, maxsplit, false);
   std::vector<std::string> out;
   size_t pos = 0;

@@ -60,21 +60,14 @@ Value Value::MakeFunction(std::string name, NativeFn fn) {
 bool Value::Truthy() const {
   switch (kind_) {
     case Kind::kUndefined:
-    case Kind::kNone:
-      return false;
+    case Kind::kNone: return false;
     case Kind::kBool:
-    case Kind::kInt:
-      return i_ != 0;
-    case Kind::kFloat:
-      return f_ != 0;
-    case Kind::kString:
-      return !s_->empty();
-    case Kind::kList:
-      return !list_->items.empty();
-    case Kind::kDict:
-      return dict_->is_namespace || !dict_->items.empty();
-    case Kind::kCallable:
-      return true;
+    case Kind::kInt: return i_ != 0;
+    case Kind::kFloat: return f_ != 0;
+    case Kind::kString: return !s_->empty();
+    case Kind::kList: return !list_->items.empty();
+    case Kind::kDict: return dict_->is_namespace || !dict_->items.empty();
+    case Kind::kCallable: return true;
   }
   return false;
 }
@@ -140,10 +133,8 @@ static bool IsPrintable(uint32_t cp) {
     case UTF8PROC_CATEGORY_CN:
     case UTF8PROC_CATEGORY_ZL:
     case UTF8PROC_CATEGORY_ZP:
-    case UTF8PROC_CATEGORY_ZS:
-      return false;
-    default:
-      return true;
+    case UTF8PROC_CATEGORY_ZS: return false;
+    default: return true;
   }
 }
 
@@ -232,10 +223,8 @@ bool Equals(const Value& a, const Value& b) {
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
     case Kind::kUndefined:
-    case Kind::kNone:
-      return true;
-    case Kind::kString:
-      return a.str() == b.str();
+    case Kind::kNone: return true;
+    case Kind::kString: return a.str() == b.str();
     case Kind::kList: {
       const List& x = a.list();
       const List& y = b.list();
@@ -256,10 +245,8 @@ bool Equals(const Value& a, const Value& b) {
       }
       return true;
     }
-    case Kind::kCallable:
-      return &a.callable() == &b.callable();
-    default:
-      return false;
+    case Kind::kCallable: return &a.callable() == &b.callable();
+    default: return false;
   }
 }
 
@@ -278,8 +265,7 @@ Result<bool> Less(const Value& a, const Value& b) {
     }
     return x.size() < y.size();
   }
-  return InvalidArgument("'<' not supported between instances of '{}' and '{}'", a.TypeName(),
-                         b.TypeName());
+  return InvalidArgument("'<' not supported between instances of '{}' and '{}'", a.TypeName(), b.TypeName());
 }
 
 static void JsonString(std::string& out, std::string_view s, bool ensure_ascii) {
@@ -322,7 +308,8 @@ struct JsonWriter {
 
   void Newline(int level) {
     out += '\n';
-    for (int i = 0; i < level; ++i) out += opt.indent_text.empty() ? std::string(opt.indent, ' ') : opt.indent_text;
+    for (int i = 0; i < level; ++i)
+      out += opt.indent_text.empty() ? std::string(opt.indent, ' ') : opt.indent_text;
   }
   bool Indenting() const { return opt.indent >= 0 || !opt.indent_text.empty(); }
 
@@ -340,9 +327,12 @@ struct JsonWriter {
       case Kind::kInt: out += std::to_string(v.as_int()); return Status::Ok();
       case Kind::kFloat: {
         double f = v.as_double();
-        if (std::isnan(f)) out += "NaN";
-        else if (std::isinf(f)) out += f < 0 ? "-Infinity" : "Infinity";
-        else out += FloatRepr(f);
+        if (std::isnan(f))
+          out += "NaN";
+        else if (std::isinf(f))
+          out += f < 0 ? "-Infinity" : "Infinity";
+        else
+          out += FloatRepr(f);
         return Status::Ok();
       }
       case Kind::kString: JsonString(out, v.str(), opt.ensure_ascii); return Status::Ok();
@@ -359,7 +349,8 @@ struct JsonWriter {
         return Status::Ok();
       }
       case Kind::kDict: {
-        if (v.dict().is_namespace) return InvalidArgument("Object of type Namespace is not JSON serializable");
+        if (v.dict().is_namespace)
+          return InvalidArgument("Object of type Namespace is not JSON serializable");
         std::vector<const std::pair<std::string, Value>*> items;
         for (const auto& kv : v.dict().items) items.push_back(&kv);
         if (opt.sort_keys) {
@@ -377,8 +368,7 @@ struct JsonWriter {
         out += '}';
         return Status::Ok();
       }
-      default:
-        return InvalidArgument("Object of type {} is not JSON serializable", v.TypeName());
+      default: return InvalidArgument("Object of type {} is not JSON serializable", v.TypeName());
     }
   }
 };
@@ -417,7 +407,8 @@ static Value FromJsonImpl(const J& j) {
     }
     case nlohmann::json::value_t::object: {
       Value d = Value::MakeDict();
-      for (auto it = j.begin(); it != j.end(); ++it) d.dict().items.emplace_back(it.key(), FromJsonImpl(it.value()));
+      for (auto it = j.begin(); it != j.end(); ++it)
+        d.dict().items.emplace_back(it.key(), FromJsonImpl(it.value()));
       return d;
     }
     default: return Value();

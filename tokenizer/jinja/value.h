@@ -61,15 +61,15 @@ class Value {
   // An undefined value that remembers why ("'x' is undefined"), for the error raised when it is used.
   static Value Undefined(std::string hint);
   static Value None() { return Value(Kind::kNone); }
-  Value(bool b) : kind_(Kind::kBool), i_(b) {}  // NOLINT(google-explicit-constructor)
-  Value(int v) : kind_(Kind::kInt), i_(v) {}  // NOLINT(google-explicit-constructor)
-  Value(int64_t v) : kind_(Kind::kInt), i_(v) {}  // NOLINT(google-explicit-constructor)
+  Value(bool b) : kind_(Kind::kBool), i_(b) {}     // NOLINT(google-explicit-constructor)
+  Value(int v) : kind_(Kind::kInt), i_(v) {}       // NOLINT(google-explicit-constructor)
+  Value(int64_t v) : kind_(Kind::kInt), i_(v) {}   // NOLINT(google-explicit-constructor)
   Value(double v) : kind_(Kind::kFloat), f_(v) {}  // NOLINT(google-explicit-constructor)
-  Value(std::string s)  // NOLINT(google-explicit-constructor)
+  Value(std::string s)                             // NOLINT(google-explicit-constructor)
       : kind_(Kind::kString), s_(std::make_shared<const std::string>(std::move(s))) {}
   Value(const char* s) : Value(std::string(s)) {}  // NOLINT(google-explicit-constructor)
-  Value(std::shared_ptr<List> l) : kind_(Kind::kList), list_(std::move(l)) {}  // NOLINT
-  Value(std::shared_ptr<Dict> d) : kind_(Kind::kDict), dict_(std::move(d)) {}  // NOLINT
+  Value(std::shared_ptr<List> l) : kind_(Kind::kList), list_(std::move(l)) {}        // NOLINT
+  Value(std::shared_ptr<Dict> d) : kind_(Kind::kDict), dict_(std::move(d)) {}        // NOLINT
   Value(std::shared_ptr<Callable> c) : kind_(Kind::kCallable), fn_(std::move(c)) {}  // NOLINT
 
   static Value MakeList(std::vector<Value> items, bool is_tuple = false);
