@@ -22,7 +22,7 @@ class ExprParser {
       : toks_(std::move(tokens)), limits_(limits) {}
 
  protected:
-  // ---- token helpers -------------------------------------------------------------------------
+  // ---- token cursor ----------------------------------------------------------------------------
   const Token& Cur() const { return toks_[i_]; }
   const Token& Peek(size_t n = 1) const { return toks_[std::min(i_ + n, toks_.size() - 1)]; }
   void Next() {
