@@ -61,6 +61,16 @@ TEST(TokenizerBadInput, HfJsonErrorsNameTheField) {
       StatusCode::kInvalidArgument, "regex");
 }
 
+TEST(TokenizerBadInput, EveryTruncationIsAnError) {
+  const std::string full = std::string("{") + kMinimalModel +
+                           R"(, "added_tokens": [{"id": 3, "content": "<x>", "special": true}],
+      "normalizer": {"type": "NFC"}, "pre_tokenizer": {"type": "ByteLevel"}})";
+  ASSERT_TRUE(HfError(full).ok());
+  for (size_t n = 0; n < full.size(); ++n) {
+    EXPECT_FALSE(HfError(full.substr(0, n)).ok()) << n;
+  }
+}
+
 TEST(TokenizerBadInput, MissingPaths) {
   Result<Tokenizer> t = LoadTokenizer("no/such/model.gguf");
   ASSERT_FALSE(t.ok());

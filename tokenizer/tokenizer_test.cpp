@@ -164,6 +164,26 @@ TEST(Detokenizer, HoldsBackIncompleteCharacterUntilItCompletes) {
   EXPECT_EQ(s, "\xEF\xBF\xBD");
 }
 
+TEST(Tokenizer, RandomBytesEncodeAndDecodeCleanly) {
+  uint64_t state = 42;
+  const auto next = [&state] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<uint8_t>(state >> 56);
+  };
+  for (const Tokenizer* tok : {&Qwen3(), &Llama2()}) {
+    for (int i = 0; i < 300; ++i) {
+      std::string bytes(next() + 1, '\0');
+      for (char& c : bytes) c = static_cast<char>(next());
+      const Result<std::vector<int32_t>> ids = tok->Encode(bytes, {true, true});
+      ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+      const Result<std::string> text = tok->Decode(*ids);
+      ASSERT_TRUE(text.ok());
+      EXPECT_TRUE(IsValidUtf8(*text));
+      if (tok == &Qwen3()) EXPECT_EQ(*text, *Normalize(SanitizeUtf8(bytes), NormalizationForm::kNfc));
+    }
+  }
+}
+
 TEST(Tokenizer, ConcurrentEncodesAgree) {
   const Tokenizer& q = Qwen3();
   const std::string text = "Concurrent encoding of the same text, \xE6\x88\x91\xE6\x83\xB3, 12345 times.";
