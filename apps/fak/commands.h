@@ -10,6 +10,11 @@ struct Context {
 };
 
 void RegisterInspect(CLI::App& app, Context& ctx);
+void RegisterTokenize(CLI::App& app, Context& ctx);
+void RegisterTemplate(CLI::App& app, Context& ctx);
+void RegisterRun(CLI::App& app, Context& ctx);
+void RegisterChat(CLI::App& app, Context& ctx);
+void RegisterBench(CLI::App& app, Context& ctx);
 
 // Prints "fak: <message>" on stderr and returns exit code 1 (the CLI's way of reporting a Status).
 int Fail(const std::string& message);

@@ -23,6 +23,11 @@ int main(int argc, char** argv) {
   app.add_flag("--version", version, "Print version, git commit and compiled backends");
   fak::cli::Context ctx;
   fak::cli::RegisterInspect(app, ctx);
+  fak::cli::RegisterTokenize(app, ctx);
+  fak::cli::RegisterTemplate(app, ctx);
+  fak::cli::RegisterRun(app, ctx);
+  fak::cli::RegisterChat(app, ctx);
+  fak::cli::RegisterBench(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

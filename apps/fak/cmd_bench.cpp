@@ -1,0 +1,166 @@
+// fak bench: llama-bench style throughput. ppN prefills N tokens into an empty context; tgN decodes N
+// tokens one at a time from an empty context. Each test runs once to warm up, then -r times; the
+// report gives mean ± stddev in tokens/s, plus load time and peak RSS.
+// fak bench kernels: the CPU kernel roofline benchmark.
+#include <sys/resource.h>
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "apps/fak/commands.h"
+#include "apps/fak/model_flags.h"
+#include "backends/cpu/kernel_bench.h"
+#include "core/cpu_features.h"
+#include "core/timer.h"
+#include "engine/session.h"
+
+namespace fak::cli {
+namespace {
+
+std::vector<int64_t> ParseList(const std::string& s) {
+  std::vector<int64_t> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(std::stoll(item));
+  }
+  return out;
+}
+
+struct Stats {
+  double mean = 0, stddev = 0;
+  std::vector<double> samples;
+};
+
+Stats Summarize(std::vector<double> v) {
+  Stats s;
+  s.samples = v;
+  for (double x : v) s.mean += x;
+  s.mean /= static_cast<double>(v.size());
+  for (double x : v) s.stddev += (x - s.mean) * (x - s.mean);
+  s.stddev = v.size() > 1 ? std::sqrt(s.stddev / static_cast<double>(v.size() - 1)) : 0;
+  return s;
+}
+
+double PeakRssMiB() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;
+}
+
+// Token ids for benchmarking: deterministic, spread over the vocabulary.
+std::vector<int32_t> BenchTokens(int64_t n, int64_t vocab) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  uint64_t x = 0x2545F4914F6CDD1Dull;
+  for (auto& id : t) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    id = static_cast<int32_t>(x % static_cast<uint64_t>(std::min<int64_t>(vocab, 32000)));
+  }
+  return t;
+}
+
+Result<double> TimeOne(Session& s, const std::string& kind, int64_t n, int64_t vocab) {
+  std::vector<float> logits(static_cast<size_t>(vocab));
+  auto toks = BenchTokens(n, vocab);
+  s.Truncate(0);
+  Timer t;
+  if (kind == "pp") {
+    FAK_RETURN_IF_ERROR(s.Prefill(toks, logits.data()));
+  } else {
+    for (int32_t id : toks) FAK_RETURN_IF_ERROR(s.Step(id, logits.data()));
+  }
+  return static_cast<double>(n) / t.Seconds();
+}
+
+}  // namespace
+
+void RegisterBench(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand("bench", "Throughput: prefill (ppN) and decode (tgN) tokens/s, like llama-bench");
+  static ModelFlags mf;
+  static std::string pp = "512", tg = "128";
+  static int reps = 5;
+  static bool as_json = false;
+  mf.Add(cmd);
+  cmd->get_option("--model")->required(false);
+  cmd->add_option("-p,--n-prompt", pp, "Prefill sizes, comma-separated (0 to skip)");
+  cmd->add_option("-n,--n-gen", tg, "Decode lengths, comma-separated (0 to skip)");
+  cmd->add_option("-r,--repetitions", reps, "Timed repetitions per test");
+  cmd->add_flag("--json", as_json, "Print JSON");
+
+  auto* kern = cmd->add_subcommand("kernels", "CPU kernel GB/s and GOPS against measured bandwidth and int8 peak");
+  static cpu::KernelBenchOptions ko;
+  kern->add_option("-t,--threads", ko.threads, "Threads");
+  kern->add_option("--seconds", ko.min_seconds, "Minimum seconds per measurement");
+  kern->callback([&ctx]() {
+    Status s = cpu::RunKernelBench(ko);
+    if (!s.ok()) ctx.exit_code = Fail(s.ToString());
+  });
+
+  cmd->callback([cmd, &ctx]() {
+    if (cmd->got_subcommand("kernels")) return;
+    if (mf.model.empty()) {
+      ctx.exit_code = Fail("bench: give -m MODEL (or use `fak bench kernels`)");
+      return;
+    }
+    if (reps < 1) {
+      ctx.exit_code = Fail("bench: -r must be at least 1");
+      return;
+    }
+    auto loaded = LoadForRun(mf, /*need_tokenizer=*/false);
+    if (!loaded.ok()) {
+      ctx.exit_code = Fail(loaded.status().ToString());
+      return;
+    }
+    const Model& m = *loaded->model;
+    std::vector<std::pair<std::string, int64_t>> tests;
+    for (int64_t n : ParseList(pp)) if (n > 0) tests.emplace_back("pp", n);
+    for (int64_t n : ParseList(tg)) if (n > 0) tests.emplace_back("tg", n);
+    int64_t need = 16;
+    for (const auto& t : tests) need = std::max(need, t.second);
+    auto session = Session::Create(m, *loaded->pool, SessionOptions{.max_context = std::max(mf.ctx, need)});
+    if (!session.ok()) {
+      ctx.exit_code = Fail(session.status().ToString());
+      return;
+    }
+    nlohmann::json results = nlohmann::json::array();
+    for (const auto& [kind, n] : tests) {
+      std::vector<double> samples;
+      for (int r = 0; r <= reps; ++r) {  // r == 0 warms up
+        auto tps = TimeOne(**session, kind, n, m.config.vocab_size);
+        if (!tps.ok()) {
+          ctx.exit_code = Fail(tps.status().ToString());
+          return;
+        }
+        if (r > 0) samples.push_back(*tps);
+      }
+      Stats st = Summarize(samples);
+      results.push_back({{"test", kind + std::to_string(n)}, {"tokens_per_second", st.mean},
+                         {"stddev", st.stddev}, {"samples", st.samples},
+                         {"weight_gb_per_second", kind == "tg" ? st.mean * static_cast<double>(m.weight_bytes) / 1e9 : 0}});
+    }
+    const std::string type = std::string(GgmlTypeName(m.layers.empty() ? m.output.type : m.layers[0].wq.type));
+    nlohmann::json doc = {
+        {"model", mf.model}, {"arch", m.config.arch}, {"weights", type},
+        {"weight_bytes", m.weight_bytes}, {"params", nullptr}, {"threads", loaded->pool->size()},
+        {"isa", std::string(cpu::IsaName(cpu::Kernels().isa))}, {"cpu", GetCpuFeatures().model_name},
+        {"load_seconds", m.load_seconds}, {"peak_rss_mib", PeakRssMiB()}, {"results", results}};
+    if (as_json) {
+      fmt::print("{}\n", doc.dump(2));
+      return;
+    }
+    fmt::print("| model | weights | size | threads | isa | test | t/s |\n|---|---|---:|---:|---|---|---:|\n");
+    for (const auto& r : results) {
+      fmt::print("| {} | {} | {:.2f} GiB | {} | {} | {} | {:.2f} ± {:.2f} |\n", m.config.arch, type,
+                 static_cast<double>(m.weight_bytes) / (1ull << 30), loaded->pool->size(),
+                 cpu::IsaName(cpu::Kernels().isa), r["test"].get<std::string>(), r["tokens_per_second"].get<double>(),
+                 r["stddev"].get<double>());
+    }
+    fmt::print("\nload {:.2f} s, peak RSS {:.0f} MiB\n", m.load_seconds, PeakRssMiB());
+  });
+}
+
+}  // namespace fak::cli

@@ -1,0 +1,182 @@
+// fak run: generate from a prompt, streaming text. fak chat: a multi-turn conversation through the
+// model's chat template, reusing the cached prefix between turns.
+#include <cstdio>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "apps/fak/commands.h"
+#include "apps/fak/model_flags.h"
+#include "core/npy.h"
+#include "engine/generate.h"
+#include "engine/session.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/template_cli.h"
+
+namespace fak::cli {
+namespace {
+
+void PrintTimings(const GenerateResult& r) {
+  const double pp = r.prefill_seconds > 0 ? (r.prompt_ids.size() - r.cached_prompt_tokens) / r.prefill_seconds : 0;
+  const double tg = r.decode_seconds > 0 ? r.output_ids.size() / r.decode_seconds : 0;
+  std::fprintf(stderr,
+               "\nfak: prompt %zu tokens (%lld cached) in %.1f ms (%.1f tok/s); generated %zu tokens in %.1f ms "
+               "(%.1f tok/s); stop: %s\n",
+               r.prompt_ids.size(), static_cast<long long>(r.cached_prompt_tokens), r.prefill_seconds * 1e3, pp,
+               r.output_ids.size(), r.decode_seconds * 1e3, tg, r.stop_reason.c_str());
+}
+
+}  // namespace
+
+void RegisterRun(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand("run", "Generate text from a prompt");
+  static ModelFlags mf;
+  static SamplingFlags sf;
+  static std::string prompt, prompt_file, dump_logits;
+  static int64_t n_predict = 128;
+  static std::vector<std::string> stop;
+  static bool no_special = false, print_ids = false, ignore_eos = false;
+  mf.Add(cmd);
+  sf.Add(cmd);
+  cmd->add_option("-p,--prompt", prompt, "Prompt text");
+  cmd->add_option("-f,--file", prompt_file, "Read the prompt from a file");
+  cmd->add_option("-n,--n-predict", n_predict, "Tokens to generate");
+  cmd->add_option("--stop", stop, "Stop before this string (repeatable)");
+  cmd->add_option("--dump-logits", dump_logits, "Write the logits of every generated position (float32 .npy)");
+  cmd->add_flag("--no-special", no_special, "Add no BOS and do not parse special tokens in the prompt");
+  cmd->add_flag("--ignore-eos", ignore_eos, "Keep generating past end-of-sequence");
+  cmd->add_flag("--print-ids", print_ids, "Print the prompt and generated token ids as JSON on stderr");
+  cmd->callback([&ctx]() {
+    if (!prompt_file.empty()) {
+      auto text = ReadFileToString(prompt_file);
+      if (!text.ok()) {
+        ctx.exit_code = Fail(text.status().ToString());
+        return;
+      }
+      prompt = *text;
+    }
+    if (prompt.empty()) {
+      ctx.exit_code = Fail("run: give a prompt with -p TEXT or -f FILE");
+      return;
+    }
+    auto loaded = LoadForRun(mf);
+    if (!loaded.ok()) {
+      ctx.exit_code = Fail(loaded.status().ToString());
+      return;
+    }
+    auto session = Session::Create(*loaded->model, *loaded->pool, SessionOptions{.max_context = mf.ctx});
+    if (!session.ok()) {
+      ctx.exit_code = Fail(session.status().ToString());
+      return;
+    }
+    EncodeOptions eo;
+    eo.add_special = !no_special;
+    eo.parse_special = !no_special;
+    auto ids = loaded->tokenizer->Encode(prompt, eo);
+    if (!ids.ok()) {
+      ctx.exit_code = Fail(ids.status().ToString());
+      return;
+    }
+    GenerateOptions go;
+    go.max_tokens = n_predict;
+    go.sampling = sf.p;
+    go.stop = stop;
+    go.ignore_eos = ignore_eos;
+    go.collect_logits = !dump_logits.empty();
+    go.on_text = [](const std::string& t) {
+      std::fwrite(t.data(), 1, t.size(), stdout);
+      std::fflush(stdout);
+      return true;
+    };
+    auto r = GenerateFromIds(**session, *loaded->tokenizer, *ids, go);
+    if (!r.ok()) {
+      ctx.exit_code = Fail(r.status().ToString());
+      return;
+    }
+    std::fputc('\n', stdout);
+    PrintTimings(*r);
+    if (print_ids) {
+      std::fprintf(stderr, "%s\n",
+                   nlohmann::json({{"prompt_ids", r->prompt_ids}, {"output_ids", r->output_ids}}).dump().c_str());
+    }
+    if (!dump_logits.empty()) {
+      const int64_t vocab = loaded->model->config.vocab_size;
+      Status s = WriteNpyF32(dump_logits, {static_cast<int64_t>(r->output_ids.size()), vocab}, r->logits.data());
+      if (!s.ok()) ctx.exit_code = Fail(s.ToString());
+    }
+  });
+}
+
+void RegisterChat(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand("chat", "Chat with a model through its chat template (reads stdin)");
+  static ModelFlags mf;
+  static SamplingFlags sf;
+  static std::string system;
+  static int64_t n_predict = 512;
+  mf.Add(cmd);
+  sf.Add(cmd);
+  cmd->add_option("-s,--system", system, "System message");
+  cmd->add_option("-n,--n-predict", n_predict, "Most tokens per reply");
+  cmd->callback([&ctx]() {
+    auto loaded = LoadForRun(mf);
+    if (!loaded.ok()) {
+      ctx.exit_code = Fail(loaded.status().ToString());
+      return;
+    }
+    const std::string tpath = mf.tokenizer.empty() ? loaded->model->source->tokenizer_path() : mf.tokenizer;
+    auto mt = LoadModelChatTemplate(tpath);
+    if (!mt.ok()) {
+      ctx.exit_code = Fail(mt.status().ToString());
+      return;
+    }
+    auto tmpl = ChatTemplate::Parse(mt->source);
+    if (!tmpl.ok()) {
+      ctx.exit_code = Fail(tmpl.status().ToString());
+      return;
+    }
+    auto session = Session::Create(*loaded->model, *loaded->pool, SessionOptions{.max_context = mf.ctx});
+    if (!session.ok()) {
+      ctx.exit_code = Fail(session.status().ToString());
+      return;
+    }
+    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+    if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
+    const bool tty = isatty(0) == 1;
+    std::string line;
+    while (true) {
+      if (tty) std::fputs("> ", stdout), std::fflush(stdout);
+      if (!std::getline(std::cin, line)) break;
+      if (line.empty()) continue;
+      messages.push_back({{"role", "user"}, {"content", line}});
+      auto text = RenderChat(*tmpl, messages, nullptr, true, mt->bos_token, mt->eos_token);
+      if (!text.ok()) {
+        ctx.exit_code = Fail(text.status().ToString());
+        return;
+      }
+      auto ids = loaded->tokenizer->Encode(*text, EncodeOptions{.add_special = false, .parse_special = true});
+      if (!ids.ok()) {
+        ctx.exit_code = Fail(ids.status().ToString());
+        return;
+      }
+      GenerateOptions go;
+      go.max_tokens = n_predict;
+      go.sampling = sf.p;
+      go.on_text = [](const std::string& t) {
+        std::fwrite(t.data(), 1, t.size(), stdout);
+        std::fflush(stdout);
+        return true;
+      };
+      auto r = GenerateFromIds(**session, *loaded->tokenizer, *ids, go);
+      if (!r.ok()) {
+        ctx.exit_code = Fail(r.status().ToString());
+        return;
+      }
+      std::fputc('\n', stdout);
+      PrintTimings(*r);
+      messages.push_back({{"role", "assistant"}, {"content", r->text}});
+    }
+  });
+}
+
+}  // namespace fak::cli

@@ -1,0 +1,49 @@
+#include "apps/fak/model_flags.h"
+
+#include "tokenizer/loader.h"
+
+namespace fak::cli {
+
+void ModelFlags::Add(CLI::App* cmd) {
+  cmd->add_option("-m,--model", model, "GGUF file or HuggingFace checkpoint folder")->required();
+  cmd->add_option("--tokenizer", tokenizer, "Tokenizer (.gguf, tokenizer.json or folder); default: the model's");
+  cmd->add_option("--quant", quant, "Weights at load: keep, f32, bf16, f16, q8_0, q4_k");
+  cmd->add_option("-t,--threads", threads, "Threads (default: FAK_THREADS or all CPUs)");
+  cmd->add_option("-c,--ctx", ctx, "Context length");
+  cmd->add_flag("--mmap", mmap, "Use GGUF tensors in place instead of copying them into huge pages");
+}
+
+void SamplingFlags::Add(CLI::App* cmd) {
+  cmd->add_option("--temp", p.temperature, "Temperature (0: greedy)");
+  cmd->add_option("--top-k", p.top_k, "Top-k (0: off)");
+  cmd->add_option("--top-p", p.top_p, "Top-p (1: off)");
+  cmd->add_option("--min-p", p.min_p, "Min-p (0: off)");
+  cmd->add_option("--repeat-penalty", p.repetition_penalty, "Repetition penalty (1: off)");
+  cmd->add_option("--presence-penalty", p.presence_penalty, "Presence penalty");
+  cmd->add_option("--frequency-penalty", p.frequency_penalty, "Frequency penalty");
+  cmd->add_option("--repeat-last-n", p.penalty_window, "Tokens the penalties look back over");
+  cmd->add_option("--seed", p.seed, "Sampling seed");
+}
+
+Result<LoadedModel> LoadForRun(const ModelFlags& f, bool need_tokenizer) {
+  LoadedModel out;
+  FAK_ASSIGN_OR_RETURN(WeightQuant q, WeightQuantFromName(f.quant));
+  LoadOptions lo;
+  lo.quant = q;
+  lo.use_mmap = f.mmap;
+  FAK_ASSIGN_OR_RETURN(out.model, LoadModel(f.model, lo));
+  if (need_tokenizer) {
+    const std::string tpath = f.tokenizer.empty() ? out.model->source->tokenizer_path() : f.tokenizer;
+    auto tok = LoadTokenizer(tpath);
+    if (!tok.ok()) return tok.status().WithContext("loading the tokenizer (use --tokenizer to give one)");
+    out.tokenizer = std::make_unique<Tokenizer>(std::move(tok).value());
+    if (out.tokenizer->vocab_size() > out.model->config.vocab_size) {
+      return InvalidArgument("tokenizer {} has {} tokens but the model's vocabulary (vocab_size) is {}", tpath,
+                             out.tokenizer->vocab_size(), out.model->config.vocab_size);
+    }
+  }
+  out.pool = std::make_unique<cpu::ThreadPool>(f.threads > 0 ? f.threads : cpu::DefaultThreadCount());
+  return out;
+}
+
+}  // namespace fak::cli

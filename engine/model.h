@@ -1,0 +1,69 @@
+// A loaded model: its config and every weight in the layout the CPU kernels read. Weights live in
+// one huge-page arena (or, with LoadOptions::use_mmap, in place in a GGUF mapping).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/weight_arena.h"
+#include "engine/weight_source.h"
+#include "formats/model_config.h"
+#include "ops/weight.h"
+#include "quant/ggml_type.h"
+
+namespace fak {
+
+struct LayerWeights {
+  Weight attn_norm;            // (d_model) f32
+  Weight wq, wk, wv, wo;       // (n_head*hd, d_model), (n_kv*hd, d_model) x2, (d_model, n_head*hd)
+  Weight bq, bk, bv;           // Qwen2 biases, f32
+  Weight q_norm, k_norm;       // Qwen3 per-head RMSNorm, (head_dim) f32
+  Weight ffn_norm;             // (d_model) f32
+  Weight w_gate, w_up, w_down; // (d_ffn, d_model) x2, (d_model, d_ffn)
+};
+
+// Target format for the matrices at load. kKeep keeps the file's own types.
+enum class WeightQuant { kKeep, kF32, kBF16, kF16, kQ8_0, kQ4_K };
+Result<WeightQuant> WeightQuantFromName(const std::string& name);  // "keep", "f32", "bf16", "q8_0", "q4_k"
+const char* WeightQuantName(WeightQuant q);
+
+struct LoadOptions {
+  WeightQuant quant = WeightQuant::kKeep;
+  bool huge_pages = true;  // MADV_HUGEPAGE on the weight arena
+  bool use_mmap = false;   // GGUF tensors already in a kernel format are used in place, not copied
+};
+
+struct Model {
+  ModelConfig config;
+  bool rope_neox = true;
+  std::vector<float> rope_inv_freq;  // (rotary_dim / 2): theta^(-2i/d) with the config's scaling
+  double rope_attn_factor = 1.0;     // YaRN scales cos/sin by this
+  Weight token_embd;                 // (vocab, d_model)
+  Weight output_norm;                // (d_model) f32
+  Weight output;                     // (vocab, d_model); token_embd when tied
+  std::vector<LayerWeights> layers;
+
+  std::unique_ptr<WeightSource> source;  // keeps mappings alive for in-place weights
+  WeightArena arena;
+  uint64_t weight_bytes = 0;  // bytes of all weights as loaded
+  double load_seconds = 0;
+
+  Model() = default;
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+};
+
+Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const LoadOptions& options = {});
+// From an opened source (tests use this to load the same source twice).
+Result<std::unique_ptr<Model>> LoadModelFrom(std::unique_ptr<WeightSource> source, const LoadOptions& options);
+
+// The RoPE inverse frequencies a config declares (linear, llama3 and YaRN scaling applied), or the
+// ones a GGUF rope_freqs tensor divides by.
+std::vector<float> RopeInvFreq(const ModelConfig& config, const float* freq_factors = nullptr);
+// YaRN's attention (cos/sin) scale; 1 for other scalings.
+double RopeAttnFactor(const ModelConfig& config);
+
+}  // namespace fak

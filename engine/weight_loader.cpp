@@ -1,0 +1,135 @@
+#include "engine/weight_loader.h"
+
+#include <cstring>
+
+#include <fmt/ranges.h>
+
+#include "quant/codec.h"
+
+namespace fak {
+namespace {
+
+bool IsKernelType(GgmlType t) {
+  switch (t) {
+    case GgmlType::kF32:
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ6_K: return true;
+    default: return false;
+  }
+}
+
+bool IsFloatType(GgmlType t) { return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16; }
+
+bool Fits(GgmlType t, int64_t cols) {
+  auto tr = GetGgmlTypeTraits(t);
+  return tr && cols % tr->block_size == 0;
+}
+
+}  // namespace
+
+void WeightLoader::BeginLoad(WeightArena* arena) {
+  pass_ = Pass::kLoad;
+  arena_ = arena;
+}
+
+GgmlType WeightLoader::TargetType(GgmlType src, int64_t cols, bool embedding) const {
+  // Where a block format does not divide the row, keep the next best format that does.
+  const GgmlType fallback = IsFloatType(src) ? src : GgmlType::kF32;
+  switch (options_.quant) {
+    case WeightQuant::kKeep: return src;
+    case WeightQuant::kF32: return GgmlType::kF32;
+    case WeightQuant::kBF16: return GgmlType::kBF16;
+    case WeightQuant::kF16: return GgmlType::kF16;
+    case WeightQuant::kQ8_0: return Fits(GgmlType::kQ8_0, cols) ? GgmlType::kQ8_0 : fallback;
+    case WeightQuant::kQ4_K:
+      // Like llama.cpp's Q4_K_M, the embedding/output matrix keeps 6 bits.
+      if (embedding && Fits(GgmlType::kQ6_K, cols)) return GgmlType::kQ6_K;
+      if (Fits(GgmlType::kQ4_K, cols)) return GgmlType::kQ4_K;
+      return Fits(GgmlType::kQ8_0, cols) ? GgmlType::kQ8_0 : fallback;
+  }
+  return src;
+}
+
+Result<const SourceTensor*> WeightLoader::Get(const std::string& name, std::vector<uint64_t> shape,
+                                              const char* what) const {
+  const SourceTensor* t = source_.Find(name);
+  if (t == nullptr) return NotFound("missing tensor '{}' ({})", name, what);
+  if (t->shape != shape) {
+    return Corrupt("tensor '{}' has shape [{}], want [{}] ({}, in ggml order)", name, fmt::join(t->shape, ", "),
+                   fmt::join(shape, ", "), what);
+  }
+  if (!CanDequantize(t->type)) {
+    return Unsupported("tensor '{}' is {}, which fak cannot read yet", name, GgmlTypeName(t->type));
+  }
+  return t;
+}
+
+Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int64_t rows, int64_t cols) {
+  Weight w;
+  w.type = target;
+  w.rows = rows;
+  w.cols = cols;
+  auto row_bytes = GgmlRowBytes(target, static_cast<uint64_t>(cols));
+  if (!row_bytes) return Internal("tensor '{}': {} rows of {} do not fit {}", t.name, rows, cols, GgmlTypeName(target));
+  w.row_bytes = static_cast<size_t>(*row_bytes);
+  const size_t total = w.row_bytes * static_cast<size_t>(rows);
+  const bool in_place = options_.use_mmap && target == t.type && source_.kind() == "gguf";
+  if (pass_ == Pass::kPlan) {
+    if (!in_place) planned_bytes_ += WeightArena::Aligned(total);
+    w.data = t.data;  // placeholder so present() holds during planning
+    return w;
+  }
+  loaded_bytes_ += total;
+  if (in_place) {
+    w.data = t.data;
+    return w;
+  }
+  uint8_t* dst = arena_->Allocate(total);
+  if (dst == nullptr) return Internal("weight arena too small for '{}' ({} bytes)", t.name, total);
+  if (target == t.type) {
+    std::memcpy(dst, t.data, total);
+  } else {
+    const size_t src_row = static_cast<size_t>(*GgmlRowBytes(t.type, static_cast<uint64_t>(cols)));
+    std::vector<float> scratch(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* s = t.data + static_cast<size_t>(r) * src_row;
+      uint8_t* d = dst + static_cast<size_t>(r) * w.row_bytes;
+      if (target == GgmlType::kF32) {
+        FAK_RETURN_IF_ERROR(DequantizeRow(t.type, s, reinterpret_cast<float*>(d), cols));
+      } else {
+        FAK_RETURN_IF_ERROR(DequantizeRow(t.type, s, scratch.data(), cols));
+        FAK_RETURN_IF_ERROR(QuantizeRow(target, scratch.data(), d, cols));
+      }
+    }
+  }
+  source_.Release(t);
+  w.data = dst;
+  return w;
+}
+
+Result<Weight> WeightLoader::Matrix(const std::string& name, int64_t rows, int64_t cols, const char* what,
+                                    bool embedding) {
+  FAK_ASSIGN_OR_RETURN(const SourceTensor* t,
+                       Get(name, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)}, what));
+  GgmlType target = TargetType(t->type, cols, embedding);
+  if (!IsKernelType(target)) {
+    return Unsupported("tensor '{}' is {}: fak has no CPU kernels for it (convert with --quant q8_0 or q4_k)", name,
+                       GgmlTypeName(target));
+  }
+  return Convert(*t, target, rows, cols);
+}
+
+Result<Weight> WeightLoader::Vector(const std::string& name, int64_t n, const char* what) {
+  FAK_ASSIGN_OR_RETURN(const SourceTensor* t, Get(name, {static_cast<uint64_t>(n)}, what));
+  return Convert(*t, GgmlType::kF32, 1, n);
+}
+
+Result<Weight> WeightLoader::OptionalVector(const std::string& name, int64_t n, const char* what) {
+  if (!Has(name)) return Weight{};
+  return Vector(name, n, what);
+}
+
+}  // namespace fak

@@ -1,0 +1,53 @@
+// Binds a source's tensors to Weights in two passes: Plan sums the bytes every weight will take in
+// its target format, so the arena is allocated once; Load converts each tensor straight into the
+// arena a row at a time (dequantize one row to f32, quantize it to the target). No f32 copy of the
+// model is ever held, and the result is bit-identical to converting a fully loaded f32 model.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/model.h"
+
+namespace fak {
+
+class WeightLoader {
+ public:
+  enum class Pass { kPlan, kLoad };
+
+  WeightLoader(const WeightSource& source, const LoadOptions& options) : source_(source), options_(options) {}
+
+  // Switches from planning to loading into `arena` (after Plan was run and the arena sized).
+  void BeginLoad(WeightArena* arena);
+  Pass pass() const { return pass_; }
+  uint64_t planned_bytes() const { return planned_bytes_; }
+  uint64_t loaded_bytes() const { return loaded_bytes_; }
+
+  bool Has(const std::string& name) const { return source_.Find(name) != nullptr; }
+  // A (rows, cols) matrix converted to the target format. `what` explains the shape in errors
+  // ("n_head*head_dim x d_model"). `embedding` matrices are also read row by row for lookups.
+  Result<Weight> Matrix(const std::string& name, int64_t rows, int64_t cols, const char* what,
+                        bool embedding = false);
+  // An f32 vector of n elements.
+  Result<Weight> Vector(const std::string& name, int64_t n, const char* what);
+  // As Vector, or an empty Weight when the source lacks it.
+  Result<Weight> OptionalVector(const std::string& name, int64_t n, const char* what);
+
+  // The format a matrix of this source type and row length is stored in.
+  GgmlType TargetType(GgmlType source_type, int64_t cols, bool embedding) const;
+
+ private:
+  Result<const SourceTensor*> Get(const std::string& name, std::vector<uint64_t> shape, const char* what) const;
+  Result<Weight> Convert(const SourceTensor& t, GgmlType target, int64_t rows, int64_t cols);
+
+  const WeightSource& source_;
+  LoadOptions options_;
+  Pass pass_ = Pass::kPlan;
+  WeightArena* arena_ = nullptr;
+  uint64_t planned_bytes_ = 0;
+  uint64_t loaded_bytes_ = 0;
+};
+
+}  // namespace fak

@@ -1,0 +1,149 @@
+#include "engine/weight_source.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+
+namespace fak {
+namespace {
+
+namespace fs = std::filesystem;
+
+void DropPages(const uint8_t* data, uint64_t n) {
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
+  const uintptr_t e = (reinterpret_cast<uintptr_t>(data) + n) & ~(page - 1);
+  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+}
+
+class GgufSource final : public WeightSource {
+ public:
+  static Result<std::unique_ptr<WeightSource>> Open(const std::string& path) {
+    auto s = std::make_unique<GgufSource>();
+    FAK_ASSIGN_OR_RETURN(s->file_, GgufFile::Open(path));
+    FAK_ASSIGN_OR_RETURN(s->config_, ModelConfigFromGguf(s->file_));
+    for (const auto& t : s->file_.tensors()) {
+      s->index_[t.name] = s->tensors_.size();
+      s->tensors_.push_back(SourceTensor{t.name, t.name, t.shape, t.type, t.data, t.n_bytes});
+    }
+    s->path_ = path;
+    return std::unique_ptr<WeightSource>(std::move(s));
+  }
+  const ModelConfig& config() const override { return config_; }
+  const std::vector<SourceTensor>& tensors() const override { return tensors_; }
+  const SourceTensor* Find(const std::string& name) const override {
+    auto it = index_.find(name);
+    return it == index_.end() ? nullptr : &tensors_[it->second];
+  }
+  std::string kind() const override { return "gguf"; }
+  std::string tokenizer_path() const override { return path_; }
+  bool rope_neox() const override { return config_.arch != "llama"; }
+  void Release(const SourceTensor& t) const override { DropPages(t.data, t.n_bytes); }
+
+ private:
+  GgufFile file_;
+  ModelConfig config_;
+  std::string path_;
+  std::vector<SourceTensor> tensors_;
+  std::map<std::string, size_t> index_;
+};
+
+Result<GgmlType> GgmlTypeForDtype(const SafetensorsTensor& t) {
+  switch (t.dtype) {
+    case SafetensorsDtype::kF32: return GgmlType::kF32;
+    case SafetensorsDtype::kF16: return GgmlType::kF16;
+    case SafetensorsDtype::kBF16: return GgmlType::kBF16;
+    default:
+      return Unsupported("tensor '{}': dtype {} (fak loads F32, F16 and BF16 checkpoints)", t.name,
+                         SafetensorsDtypeName(t.dtype));
+  }
+}
+
+class HfSource final : public WeightSource {
+ public:
+  static Result<std::unique_ptr<WeightSource>> Open(const std::string& path) {
+    auto s = std::make_unique<HfSource>();
+    std::string dir = fs::is_directory(path) ? path : fs::path(path).parent_path().string();
+    if (dir.empty()) dir = ".";
+    s->dir_ = dir;
+    FAK_ASSIGN_OR_RETURN(s->config_, ModelConfigFromHfDir(dir));
+    FAK_ASSIGN_OR_RETURN(s->ckpt_, SafetensorsCheckpoint::Open(path, MapOptions{}));
+    for (const SafetensorsTensor* t : s->ckpt_.tensors()) {
+      std::string name = CanonicalTensorName(t->name);
+      if (name.empty()) continue;  // rotary caches and other tensors fak does not use
+      FAK_ASSIGN_OR_RETURN(GgmlType type, GgmlTypeForDtype(*t));
+      SourceTensor st{name, t->name, std::vector<uint64_t>(t->shape.rbegin(), t->shape.rend()), type, t->data,
+                      t->n_bytes};
+      if (st.shape.empty()) st.shape.push_back(1);
+      if (s->index_.count(name) != 0) return Corrupt("{}: two tensors map to '{}'", path, name);
+      s->index_[name] = s->tensors_.size();
+      s->tensors_.push_back(std::move(st));
+    }
+    return std::unique_ptr<WeightSource>(std::move(s));
+  }
+  const ModelConfig& config() const override { return config_; }
+  const std::vector<SourceTensor>& tensors() const override { return tensors_; }
+  const SourceTensor* Find(const std::string& name) const override {
+    auto it = index_.find(name);
+    return it == index_.end() ? nullptr : &tensors_[it->second];
+  }
+  std::string kind() const override { return "huggingface"; }
+  std::string tokenizer_path() const override { return dir_; }
+  bool rope_neox() const override { return true; }
+  void Release(const SourceTensor& t) const override { DropPages(t.data, t.n_bytes); }
+
+ private:
+  std::string dir_;
+  ModelConfig config_;
+  SafetensorsCheckpoint ckpt_;
+  std::vector<SourceTensor> tensors_;
+  std::map<std::string, size_t> index_;
+};
+
+}  // namespace
+
+std::string CanonicalTensorName(const std::string& hf) {
+  static const std::map<std::string, std::string> kTop = {
+      {"model.embed_tokens.weight", "token_embd.weight"},
+      {"model.norm.weight", "output_norm.weight"},
+      {"lm_head.weight", "output.weight"},
+  };
+  if (auto it = kTop.find(hf); it != kTop.end()) return it->second;
+  static const std::map<std::string, std::string> kLayer = {
+      {"input_layernorm.weight", "attn_norm.weight"},
+      {"self_attn.q_proj.weight", "attn_q.weight"},
+      {"self_attn.k_proj.weight", "attn_k.weight"},
+      {"self_attn.v_proj.weight", "attn_v.weight"},
+      {"self_attn.o_proj.weight", "attn_output.weight"},
+      {"self_attn.q_proj.bias", "attn_q.bias"},
+      {"self_attn.k_proj.bias", "attn_k.bias"},
+      {"self_attn.v_proj.bias", "attn_v.bias"},
+      {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+      {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+      {"post_attention_layernorm.weight", "ffn_norm.weight"},
+      {"mlp.gate_proj.weight", "ffn_gate.weight"},
+      {"mlp.up_proj.weight", "ffn_up.weight"},
+      {"mlp.down_proj.weight", "ffn_down.weight"},
+  };
+  const std::string prefix = "model.layers.";
+  if (hf.rfind(prefix, 0) != 0) return "";
+  size_t dot = hf.find('.', prefix.size());
+  if (dot == std::string::npos) return "";
+  const std::string layer = hf.substr(prefix.size(), dot - prefix.size());
+  if (layer.empty() || layer.find_first_not_of("0123456789") != std::string::npos) return "";
+  auto it = kLayer.find(hf.substr(dot + 1));
+  if (it == kLayer.end()) return "";
+  return "blk." + layer + "." + it->second;
+}
+
+Result<std::unique_ptr<WeightSource>> OpenWeightSource(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return HfSource::Open(path);
+  if (!fs::exists(path, ec)) return NotFound("{}: no such file or directory", path);
+  if (path.ends_with(".safetensors")) return HfSource::Open(path);
+  return GgufSource::Open(path);
+}
+
+}  // namespace fak

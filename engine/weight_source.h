@@ -1,0 +1,49 @@
+// Weight source: a GGUF file or a HuggingFace checkpoint behind one interface that yields named
+// tensors. Names and shapes are canonical (GGUF's): "blk.3.attn_q.weight", shape[0] contiguous.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "formats/gguf.h"
+#include "formats/model_config.h"
+#include "formats/safetensors.h"
+
+namespace fak {
+
+struct SourceTensor {
+  std::string name;               // canonical name
+  std::string source_name;        // as stored ("model.layers.3.self_attn.q_proj.weight")
+  std::vector<uint64_t> shape;    // ggml order: shape[0] is the contiguous dimension
+  GgmlType type = GgmlType::kF32; // F32, F16, BF16 or a GGUF block type
+  const uint8_t* data = nullptr;  // in the source's mapping
+  uint64_t n_bytes = 0;
+};
+
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  virtual const ModelConfig& config() const = 0;
+  virtual const std::vector<SourceTensor>& tensors() const = 0;
+  virtual const SourceTensor* Find(const std::string& name) const = 0;
+  // "gguf" or "huggingface".
+  virtual std::string kind() const = 0;
+  // Path a tokenizer can be loaded from (the GGUF file, or the checkpoint folder).
+  virtual std::string tokenizer_path() const = 0;
+  // True when q/k rows are laid out for rotate-half ("neox") RoPE: HF checkpoints and GGUF qwen2/3.
+  // GGUF llama files permute q/k rows for the interleaved-pair form.
+  virtual bool rope_neox() const = 0;
+  // Lets the source drop pages it no longer needs from memory (after a tensor was converted).
+  virtual void Release(const SourceTensor& t) const {}
+};
+
+// Opens FILE.gguf, a .safetensors file beside a config.json, or a checkpoint folder.
+Result<std::unique_ptr<WeightSource>> OpenWeightSource(const std::string& path);
+
+// HF tensor name -> canonical name; "" when it is not a tensor fak uses.
+std::string CanonicalTensorName(const std::string& hf_name);
+
+}  // namespace fak

@@ -1,0 +1,45 @@
+#include "ops/attention.h"
+
+#include <cmath>
+
+#include "core/cpu_features.h"
+#include "ops/cpu_ops.h"
+
+namespace fak::ops {
+
+void AttendHeadPortable(const float* q, int64_t head_dim, const HeadKv& kv, int64_t n_ctx, float scale,
+                        float* scores, float* out) {
+  float max_score = -INFINITY;
+  for (int64_t j = 0; j < n_ctx; ++j) {
+    const uint16_t* k = kv.k_pages[j / kv.page_tokens] + (j % kv.page_tokens) * head_dim;
+    float s = 0;
+    for (int64_t d = 0; d < head_dim; ++d) s += q[d] * HalfToFloat(k[d]);
+    scores[j] = s * scale;
+    if (scores[j] > max_score) max_score = scores[j];
+  }
+  float sum = 0;
+  for (int64_t j = 0; j < n_ctx; ++j) {
+    scores[j] = std::exp(scores[j] - max_score);
+    sum += scores[j];
+  }
+  for (int64_t d = 0; d < head_dim; ++d) out[d] = 0;
+  for (int64_t j = 0; j < n_ctx; ++j) {
+    const uint16_t* v = kv.v_pages[j / kv.page_tokens] + (j % kv.page_tokens) * head_dim;
+    const float p = scores[j];
+    for (int64_t d = 0; d < head_dim; ++d) out[d] += p * HalfToFloat(v[d]);
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t d = 0; d < head_dim; ++d) out[d] *= inv;
+}
+
+AttendHeadFn AttendHead() {
+  static const AttendHeadFn fn = [] {
+    const auto& f = GetCpuFeatures();
+    AttendHeadFn avx2 = AttendHeadAvx2();
+    if (avx2 != nullptr && f.avx2 && f.fma && f.f16c) return avx2;
+    return &AttendHeadPortable;
+  }();
+  return fn;
+}
+
+}  // namespace fak::ops

@@ -1,0 +1,109 @@
+#include "ops/cpu_ops.h"
+
+#include <array>
+#include <cmath>
+#include <vector>
+
+#include "backends/cpu/matmul.h"
+#include "quant/codec.h"
+#include "quant/f16.h"
+
+namespace fak::ops {
+namespace {
+
+const float* HalfTable() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t i = 0; i < 65536; ++i) t[i] = Fp16ToFp32(static_cast<uint16_t>(i));
+    return t;
+  }();
+  return table.data();
+}
+
+// f32 weights: 8 partial sums in a fixed order, then a fixed reduction.
+float DotF32(const float* a, const float* b, int64_t n) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
+  }
+  for (; i < n; ++i) acc[i % 8] += a[i] * b[i];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+}  // namespace
+
+float HalfToFloat(uint16_t h) { return HalfTable()[h]; }
+uint16_t FloatToHalf(float f) { return Fp32ToFp16(f); }
+
+void RmsNorm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* xr = x + r * n;
+    float* yr = y + r * n;
+    double ss = 0;
+    for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+    for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] * scale) * w[i];
+  }
+}
+
+void AddBias(float* x, const float* b, int64_t n_rows, int64_t n) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (int64_t i = 0; i < n; ++i) x[r * n + i] += b[i];
+  }
+}
+
+void Rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t pos, const float* inv_freq,
+          bool neox, float attn_factor) {
+  const int64_t half = rot_dim / 2;
+  // cos/sin once per position, shared by every head.
+  float cs[512], sn[512];
+  float* c = half <= 512 ? cs : new float[half];
+  float* s = half <= 512 ? sn : new float[half];
+  for (int64_t i = 0; i < half; ++i) {
+    const double angle = static_cast<double>(pos) * static_cast<double>(inv_freq[i]);
+    c[i] = static_cast<float>(std::cos(angle)) * attn_factor;
+    s[i] = static_cast<float>(std::sin(angle)) * attn_factor;
+  }
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* v = x + h * head_dim;
+    for (int64_t i = 0; i < half; ++i) {
+      const int64_t a = neox ? i : 2 * i;
+      const int64_t b = neox ? i + half : 2 * i + 1;
+      const float x0 = v[a], x1 = v[b];
+      v[a] = x0 * c[i] - x1 * s[i];
+      v[b] = x1 * c[i] + x0 * s[i];
+    }
+  }
+  if (c != cs) delete[] c;
+  if (s != sn) delete[] s;
+}
+
+void SiluMul(float* g, const float* u, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+Status EmbeddingRow(const Weight& table, int64_t id, float* out) {
+  if (id < 0 || id >= table.rows) {
+    return OutOfRange("token id {} is outside the vocabulary (0..{})", id, table.rows - 1);
+  }
+  return DequantizeRow(table.type, table.row(id), out, table.cols);
+}
+
+Status MatMul(const Weight& w, const float* x, int64_t n_tokens, float* y, cpu::ThreadPool& pool) {
+  if (w.type == GgmlType::kF32) {
+    pool.ParallelFor(w.rows, 4, [&](int64_t r0, int64_t r1) {
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        const float* xt = x + t * w.cols;
+        for (int64_t r = r0; r < r1; ++r) {
+          y[t * w.rows + r] = DotF32(reinterpret_cast<const float*>(w.row(r)), xt, w.cols);
+        }
+      }
+    });
+    return Status::Ok();
+  }
+  FAK_ASSIGN_OR_RETURN(cpu::QuantMatrix m, cpu::MakeQuantMatrix(w.type, w.data, w.rows, w.cols));
+  return cpu::MatMul(m, x, n_tokens, y, pool);
+}
+
+}  // namespace fak::ops
