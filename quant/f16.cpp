@@ -52,6 +52,14 @@ float VecDotHalf(int64_t n, const uint16_t* w, const float* x) {
 }  // namespace
 
 float VecDotF16F32(int64_t n, const uint16_t* w, const float* x) { return VecDotHalf<Fp16ToFp32>(n, w, x); }
+float VecDotF32F32(int64_t n, const float* w, const float* x) {
+  float lane[16] = {};
+  for (int64_t i = 0; i < n; ++i) {
+    const float p = w[i] * x[i];
+    lane[i & 15] = lane[i & 15] + p;
+  }
+  return ReduceLanes16(lane);
+}
 float VecDotBf16F32(int64_t n, const uint16_t* w, const float* x) {
   return VecDotHalf<Bf16ToFp32>(n, w, x);
 }

@@ -56,6 +56,8 @@ void DequantizeRowBf16(const uint16_t* x, float* y, int64_t n);
 // lane[i%16] += w[i] * x[i] (a multiply, then an add: no fused multiply-add), then ReduceLanes16.
 float VecDotF16F32(int64_t n, const uint16_t* w, const float* x);
 float VecDotBf16F32(int64_t n, const uint16_t* w, const float* x);
+// The same order for f32 weights.
+float VecDotF32F32(int64_t n, const float* w, const float* x);
 
 // The fixed reduction tree: halves are added (i + i+8, then i + i+4, i + i+2, i + i+1).
 inline float ReduceLanes16(const float* l) {

@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
         if (fak::cpu::WeightFormatName(wf) == f) o.formats.push_back(wf), found = true;
       }
       if (!found) {
-        std::fprintf(stderr, "fak_bench_kernels: unknown format %s (f16, bf16, q8_0, q4_k, q6_k)\n", f.c_str());
+        std::fprintf(stderr, "fak_bench_kernels: unknown format %s (f16, bf16, q8_0, q4_k, q6_k, f32)\n", f.c_str());
         return 2;
       }
     } else {

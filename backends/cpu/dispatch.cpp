@@ -18,6 +18,7 @@ std::string_view WeightFormatName(WeightFormat f) {
     case WeightFormat::kQ8_0: return "q8_0";
     case WeightFormat::kQ4_K: return "q4_k";
     case WeightFormat::kQ6_K: return "q6_k";
+    case WeightFormat::kF32: return "f32";
   }
   return "?";
 }
@@ -35,7 +36,8 @@ std::string_view IsaName(Isa isa) {
 size_t ActivationRowBytes(WeightFormat f, int64_t n) {
   switch (f) {
     case WeightFormat::kF16:
-    case WeightFormat::kBF16: return static_cast<size_t>(n) * sizeof(float);
+    case WeightFormat::kBF16:
+    case WeightFormat::kF32: return static_cast<size_t>(n) * sizeof(float);
     case WeightFormat::kQ8_0: return static_cast<size_t>(n / kQK8_0) * sizeof(BlockQ8_0);
     case WeightFormat::kQ4_K:
     case WeightFormat::kQ6_K: return static_cast<size_t>(n / kQK_K) * sizeof(BlockQ8_K);
@@ -47,6 +49,7 @@ void QuantizeActivations(WeightFormat f, const float* x, void* out, int64_t n) {
   switch (f) {
     case WeightFormat::kF16:
     case WeightFormat::kBF16:
+    case WeightFormat::kF32:
       for (int64_t i = 0; i < n; ++i) static_cast<float*>(out)[i] = x[i];
       return;
     case WeightFormat::kQ8_0: QuantizeRowQ8_0(x, static_cast<BlockQ8_0*>(out), n); return;

@@ -19,7 +19,11 @@ const KernelTable* Avx2Kernels() {
   return &table;
 }
 const KernelTable* Avx512Kernels() {
-  static const KernelTable table = Build(Isa::kAvx512, FillAvx512MatVec, FillAvx512MatMul);
+  static const KernelTable table = [] {
+    KernelTable t = Build(Isa::kAvx512, FillAvx512MatVec, FillAvx512MatMul);
+    FillAvx512Packed(&t);
+    return t;
+  }();
   return &table;
 }
 const KernelTable* NeonKernels() { return nullptr; }

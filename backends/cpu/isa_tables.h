@@ -6,10 +6,13 @@
 
 namespace fak::cpu {
 
+// The plain-C++ packed kernels (every table starts from them; not native).
+void FillScalarPacked(KernelTable* t);
 void FillAvx2MatVec(KernelTable* t);
 void FillAvx2MatMul(KernelTable* t);
 void FillAvx512MatVec(KernelTable* t);
 void FillAvx512MatMul(KernelTable* t);
+void FillAvx512Packed(KernelTable* t);
 void FillNeonMatVec(KernelTable* t);
 void FillNeonMatMul(KernelTable* t);
 

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "backends/cpu/packed.h"
 #include "backends/cpu/test_data.h"
 #include "backends/cpu/thread_pool.h"
 #include "core/cpu_features.h"
@@ -137,7 +138,8 @@ Status RunKernelBench(const KernelBenchOptions& o) {
   const int64_t big = std::max<int64_t>(4 * llc, int64_t{128} << 20);
   std::vector<WeightFormat> formats = o.formats;
   if (formats.empty()) {
-    formats = {WeightFormat::kQ8_0, WeightFormat::kQ4_K, WeightFormat::kQ6_K, WeightFormat::kF16, WeightFormat::kBF16};
+    formats = {WeightFormat::kQ8_0, WeightFormat::kQ4_K, WeightFormat::kQ6_K,
+               WeightFormat::kF16,  WeightFormat::kBF16, WeightFormat::kF32};
   }
 
   std::fprintf(out, "fak bench kernels: isa %s, %d threads, cpu \"%s\" (%s)\n", std::string(IsaName(k.isa)).c_str(),
@@ -152,7 +154,7 @@ Status RunKernelBench(const KernelBenchOptions& o) {
                peak, std::string(IsaName(k.isa)).c_str());
 
   std::fprintf(out, "matrix-vector (decode): time to stream the whole matrix once; GB/s = weight bytes / time\n");
-  std::fprintf(out, "%-6s %-14s %10s %10s %9s %8s\n", "format", "shape", "MiB", "us", "GB/s", "% bw");
+  std::fprintf(out, "%-9s %-14s %10s %10s %9s %8s\n", "format", "shape", "MiB", "us", "GB/s", "% bw");
   for (WeightFormat f : formats) {
     const int fi = static_cast<int>(f);
     const RandomMatrix tile = MakeRandomMatrix(f, 256, o.cols, 7 + fi, /*special=*/false);
@@ -176,13 +178,38 @@ Status RunKernelBench(const KernelBenchOptions& o) {
     });
     const double gbs = static_cast<double>(bytes) / s * 1e-9;
     const std::string shape = std::to_string(rows) + "x" + std::to_string(o.cols);
-    std::fprintf(out, "%-6s %-14s %10.1f %10.0f %9.1f %7.0f%%\n", std::string(WeightFormatName(f)).c_str(),
+    std::fprintf(out, "%-9s %-14s %10.1f %10.0f %9.1f %7.0f%%\n", std::string(WeightFormatName(f)).c_str(),
                  shape.c_str(), static_cast<double>(bytes) / (1 << 20), s * 1e6, gbs, 100 * gbs / bw);
+    if (!HasPackedLayout(f) || k.packed[fi] == nullptr) continue;
+    // The packed layout: a 256-row tile packs into 16 whole groups, so tiling the packed bytes gives the
+    // packed copy of the big matrix.
+    std::vector<uint8_t> ptile(PackedBytes(f, 256, o.cols));
+    FAK_RETURN_IF_ERROR(PackMatrix(f == WeightFormat::kQ8_0 ? GgmlType::kQ8_0 : GgmlType::kQ4_K, tile.data.data(),
+                                   256, o.cols, ptile.data()));
+    const size_t pbytes = PackedBytes(f, rows, o.cols);
+    for (size_t off = 0; off < pbytes; off += ptile.size()) {
+      std::memcpy(w.data() + off, ptile.data(), std::min(ptile.size(), pbytes - off));
+    }
+    std::vector<uint8_t> pact(PackedActivationBytes(f, o.cols, 1));
+    PackActivations(f, act.data(), 0, o.cols, 1, pact.data());
+    k.packed[fi](w.data(), o.cols, pact.data(), 1, y.data(), 0, 0, 256);
+    if (!SameBits(y.data(), yr.data(), 256)) {
+      return Internal("bench kernels: packed {} matvec differs from the scalar reference", WeightFormatName(f));
+    }
+    const double sp = TimeBest(o.min_seconds, [&] {
+      pool.ParallelFor(rows, kPackRows, [&](int64_t r0, int64_t r1) {
+        k.packed[fi](w.data(), o.cols, pact.data(), 1, y.data(), 0, r0, r1);
+      });
+    });
+    const double gbsp = static_cast<double>(pbytes) / sp * 1e-9;
+    std::fprintf(out, "%-9s %-14s %10.1f %10.0f %9.1f %7.0f%%\n",
+                 (std::string(WeightFormatName(f)) + " pk").c_str(), shape.c_str(),
+                 static_cast<double>(pbytes) / (1 << 20), sp * 1e6, gbsp, 100 * gbsp / bw);
   }
 
   std::fprintf(out, "\nmatrix-matrix (prefill): %lld tokens; ops = 2 x rows x cols x tokens; activations quantized "
                "beforehand\n", static_cast<long long>(o.matmul_tokens));
-  std::fprintf(out, "%-6s %-20s %10s %9s %8s\n", "format", "shape x tokens", "ms", "GOPS", "% peak");
+  std::fprintf(out, "%-9s %-20s %10s %9s %8s\n", "format", "shape x tokens", "ms", "GOPS", "% peak");
   for (WeightFormat f : formats) {
     const int fi = static_cast<int>(f);
     const RandomMatrix w = MakeRandomMatrix(f, o.matmul_rows, o.cols, 21 + fi, false);
@@ -205,8 +232,30 @@ Status RunKernelBench(const KernelBenchOptions& o) {
     const double gops = 2.0 * static_cast<double>(o.matmul_rows) * static_cast<double>(o.cols) *
                         static_cast<double>(nt) / s * 1e-9;
     const std::string shape = std::to_string(o.matmul_rows) + "x" + std::to_string(o.cols) + " x " + std::to_string(nt);
-    std::fprintf(out, "%-6s %-20s %10.2f %9.0f %7.0f%%\n", std::string(WeightFormatName(f)).c_str(), shape.c_str(),
+    std::fprintf(out, "%-9s %-20s %10.2f %9.0f %7.0f%%\n", std::string(WeightFormatName(f)).c_str(), shape.c_str(),
                  s * 1e3, gops, 100 * gops / peak);
+    if (!HasPackedLayout(f) || k.packed[fi] == nullptr) continue;
+    std::vector<uint8_t> wp(PackedBytes(f, o.matmul_rows, o.cols));
+    FAK_RETURN_IF_ERROR(PackMatrix(f == WeightFormat::kQ8_0 ? GgmlType::kQ8_0 : GgmlType::kQ4_K, w.data.data(),
+                                   o.matmul_rows, o.cols, wp.data()));
+    std::vector<uint8_t> pact(PackedActivationBytes(f, o.cols, nt));
+    PackActivations(f, act.data(), stride, o.cols, nt, pact.data());
+    std::fill(y.begin(), y.end(), 0.0f);
+    k.packed[fi](wp.data(), o.cols, pact.data(), nt, y.data(), o.matmul_rows, 0, 32);
+    for (int64_t t = 0; t < nt; ++t) {
+      if (!SameBits(y.data() + t * o.matmul_rows, yr.data() + t * 32, 32)) {
+        return Internal("bench kernels: packed {} matmul differs from the scalar reference", WeightFormatName(f));
+      }
+    }
+    const double sp = TimeBest(o.min_seconds, [&] {
+      pool.ParallelFor(o.matmul_rows, kPackRows, [&](int64_t r0, int64_t r1) {
+        k.packed[fi](wp.data(), o.cols, pact.data(), nt, y.data(), o.matmul_rows, r0, r1);
+      });
+    });
+    const double gopsp = 2.0 * static_cast<double>(o.matmul_rows) * static_cast<double>(o.cols) *
+                         static_cast<double>(nt) / sp * 1e-9;
+    std::fprintf(out, "%-9s %-20s %10.2f %9.0f %7.0f%%\n", (std::string(WeightFormatName(f)) + " pk").c_str(),
+                 shape.c_str(), sp * 1e3, gopsp, 100 * gopsp / peak);
   }
   std::fprintf(out, "\n%% bw = GB/s / measured read bandwidth; %% peak = GOPS / measured int8 peak (for f16/bf16 "
                "the int8 peak is only a yardstick)\n");

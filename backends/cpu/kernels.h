@@ -14,11 +14,11 @@
 
 namespace fak::cpu {
 
-// Weight formats with kernels. Activations are f32 for kF16/kBF16, Q8_0 blocks for kQ8_0 and Q8_K
-// blocks for the k-quants, quantized per row with QuantizeActivations.
-enum class WeightFormat : int { kF16 = 0, kBF16, kQ8_0, kQ4_K, kQ6_K };
-constexpr int kNumWeightFormats = 5;
-std::string_view WeightFormatName(WeightFormat f);  // "f16", "bf16", "q8_0", "q4_k", "q6_k"
+// Weight formats with kernels. Activations are f32 for kF16/kBF16/kF32, Q8_0 blocks for kQ8_0 and
+// Q8_K blocks for the k-quants, quantized per row with QuantizeActivations.
+enum class WeightFormat : int { kF16 = 0, kBF16, kQ8_0, kQ4_K, kQ6_K, kF32 };
+constexpr int kNumWeightFormats = 6;
+std::string_view WeightFormatName(WeightFormat f);  // "f16", "bf16", "q8_0", "q4_k", "q6_k", "f32"
 
 // Bytes of one activation row of n elements for weights of format f.
 size_t ActivationRowBytes(WeightFormat f, int64_t n);
@@ -33,6 +33,12 @@ using MatVecFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n, const u
 using MatMulFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n, const uint8_t* act,
                           size_t act_stride, int64_t n_tokens, float* y, int64_t ldy, int64_t r0, int64_t r1);
 
+// The same over the packed layout of backends/cpu/packed.h: w is the first group of the matrix, act the
+// block-major packed activations of n_tokens rows, and rows [r0, r1) are written (r0 a multiple of 16;
+// the groups holding them are computed whole).
+using PackedMatMulFn = void (*)(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_tokens, float* y,
+                                int64_t ldy, int64_t r0, int64_t r1);
+
 enum class Isa : int { kScalar = 0, kAvx2, kAvx512, kNeon };
 std::string_view IsaName(Isa isa);  // "scalar", "avx2", "avx512", "neon"
 
@@ -44,6 +50,8 @@ struct KernelTable {
   Isa isa = Isa::kScalar;
   MatVecFn matvec[kNumWeightFormats] = {};
   MatMulFn matmul[kNumWeightFormats] = {};
+  PackedMatMulFn packed[kNumWeightFormats] = {};  // null where the format has no packed layout
+  bool packed_native[kNumWeightFormats] = {};     // packed[f] is this level's own SIMD kernel
   Int8PeakFn int8_peak = nullptr;
 };
 

@@ -1,7 +1,8 @@
 // The scalar table: the quant/ reference dots, row by row. Always compiled; it is what every other
 // table is tested against.
+#include "backends/cpu/isa_tables.h"  // FillScalarPacked
 #include "backends/cpu/kernels.h"
-#include "quant/f16.h"   // VecDotF16F32, VecDotBf16F32
+#include "quant/f16.h"   // VecDotF16F32, VecDotBf16F32, VecDotF32F32
 #include "quant/q4_k.h"  // VecDotQ4_KQ8_K
 #include "quant/q6_k.h"  // VecDotQ6_KQ8_K
 #include "quant/q8_0.h"  // VecDotQ8_0Q8_0
@@ -14,6 +15,9 @@ float DotF16(int64_t n, const uint8_t* w, const uint8_t* a) {
 }
 float DotBf16(int64_t n, const uint8_t* w, const uint8_t* a) {
   return VecDotBf16F32(n, reinterpret_cast<const uint16_t*>(w), reinterpret_cast<const float*>(a));
+}
+float DotF32(int64_t n, const uint8_t* w, const uint8_t* a) {
+  return VecDotF32F32(n, reinterpret_cast<const float*>(w), reinterpret_cast<const float*>(a));
 }
 float DotQ8_0(int64_t n, const uint8_t* w, const uint8_t* a) {
   return VecDotQ8_0Q8_0(n, reinterpret_cast<const BlockQ8_0*>(w), reinterpret_cast<const BlockQ8_0*>(a));
@@ -58,6 +62,8 @@ KernelTable MakeTable() {
   t.matvec[2] = MatVec<DotQ8_0>, t.matmul[2] = MatMul<DotQ8_0>;
   t.matvec[3] = MatVec<DotQ4_K>, t.matmul[3] = MatMul<DotQ4_K>;
   t.matvec[4] = MatVec<DotQ6_K>, t.matmul[4] = MatMul<DotQ6_K>;
+  t.matvec[5] = MatVec<DotF32>, t.matmul[5] = MatMul<DotF32>;
+  FillScalarPacked(&t);
   t.int8_peak = Int8Peak;
   return t;
 }

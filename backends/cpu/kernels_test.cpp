@@ -39,6 +39,7 @@ std::vector<Shape> Shapes() {
     for (int64_t cols : {1, 15, 16, 17, 100, 256}) {
       s.push_back({WeightFormat::kF16, rows, cols});
       s.push_back({WeightFormat::kBF16, rows, cols});
+      s.push_back({WeightFormat::kF32, rows, cols});
     }
   }
   return s;

@@ -1,9 +1,12 @@
 #include "backends/cpu/matmul.h"
 
+#include "backends/cpu/packed.h"  // PackedActivationBytes, QuantizePackedActivations
+
 namespace fak::cpu {
 
 Result<WeightFormat> WeightFormatFor(GgmlType type) {
   switch (type) {
+    case GgmlType::kF32: return WeightFormat::kF32;
     case GgmlType::kF16: return WeightFormat::kF16;
     case GgmlType::kBF16: return WeightFormat::kBF16;
     case GgmlType::kQ8_0: return WeightFormat::kQ8_0;
@@ -30,11 +33,43 @@ Result<QuantMatrix> MakeQuantMatrix(GgmlType type, const void* data, int64_t row
   return m;
 }
 
+Result<QuantMatrix> MakePackedQuantMatrix(GgmlType type, const void* data, int64_t rows, int64_t cols) {
+  FAK_ASSIGN_OR_RETURN(QuantMatrix m, MakeQuantMatrix(type, data, rows, cols));
+  if (!HasPackedLayout(m.format)) {
+    return Unsupported("weights of type {} have no packed layout", GgmlTypeName(type));
+  }
+  m.packed = true;
+  return m;
+}
+
+namespace {
+
+// The packed kernels take block-major activations; quantized once per call into a reused buffer.
+Status MatMulPacked(const QuantMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
+                    const KernelTable& k) {
+  const int f = static_cast<int>(w.format);
+  if (k.packed[f] == nullptr) return Internal("matmul: no packed kernel for {}", WeightFormatName(w.format));
+  static thread_local std::vector<uint8_t> buffer;
+  std::vector<uint8_t>& act = buffer;
+  act.resize(PackedActivationBytes(w.format, w.cols, n_tokens) + 64);
+  uint8_t* a = act.data();
+  pool.ParallelFor(n_tokens, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) QuantizePackedActivations(w.format, x + t * w.cols, w.cols, t, n_tokens, a);
+  });
+  pool.ParallelFor(w.rows, kPackRows, [&](int64_t r0, int64_t r1) {
+    k.packed[f](w.data, w.cols, a, n_tokens, y, w.rows, r0, r1);
+  });
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status MatMul(const QuantMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
               const KernelTable* table) {
   if (n_tokens <= 0) return InvalidArgument("matmul: n_tokens is {}", n_tokens);
   if (w.data == nullptr || x == nullptr || y == nullptr) return InvalidArgument("matmul: null buffer");
   const KernelTable& k = table != nullptr ? *table : Kernels();
+  if (w.packed) return MatMulPacked(w, x, n_tokens, y, pool, k);
   const int f = static_cast<int>(w.format);
   const size_t act_stride = ActivationRowBytes(w.format, w.cols);
   // (n_tokens, act_stride) bytes of activation blocks, quantized once and shared by every row.

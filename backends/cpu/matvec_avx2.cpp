@@ -31,17 +31,18 @@ void MatVecQ6_K(const uint8_t* w, size_t row_bytes, int64_t n, const uint8_t* ac
                 int64_t r1) {
   MatMulQ6_KYmm(w, row_bytes, n / kQK_K, act, 0, 1, y, 0, r0, r1);
 }
-template <bool kBf16>
+template <int kKind>
 void MatVecHalf(const uint8_t* w, size_t row_bytes, int64_t n, const uint8_t* act, float* y, int64_t r0,
                 int64_t r1) {
-  MatMulHalfYmm<kBf16>(w, row_bytes, n, act, 0, 1, y, 0, r0, r1);
+  MatMulHalfYmm<kKind>(w, row_bytes, n, act, 0, 1, y, 0, r0, r1);
 }
 
 }  // namespace
 
 void FillAvx2MatVec(KernelTable* t) {
-  t->matvec[static_cast<int>(WeightFormat::kF16)] = MatVecHalf<false>;
-  t->matvec[static_cast<int>(WeightFormat::kBF16)] = MatVecHalf<true>;
+  t->matvec[static_cast<int>(WeightFormat::kF16)] = MatVecHalf<0>;
+  t->matvec[static_cast<int>(WeightFormat::kBF16)] = MatVecHalf<1>;
+  t->matvec[static_cast<int>(WeightFormat::kF32)] = MatVecHalf<2>;
   t->matvec[static_cast<int>(WeightFormat::kQ8_0)] = MatVecQ8_0;
   t->matvec[static_cast<int>(WeightFormat::kQ4_K)] = MatVecQ4_K;
   t->matvec[static_cast<int>(WeightFormat::kQ6_K)] = MatVecQ6_K;

@@ -44,6 +44,20 @@ RandomMatrix MakeRandomMatrix(WeightFormat f, int64_t rows, int64_t cols, uint32
       }
       return m;
     }
+    case WeightFormat::kF32: {
+      m.row_bytes = static_cast<size_t>(cols) * 4;
+      m.data.resize(m.row_bytes * rows);
+      std::normal_distribution<float> g(0.0f, 1.0f);
+      float* p = reinterpret_cast<float*>(m.data.data());
+      for (int64_t i = 0; i < rows * cols; ++i) {
+        float v = g(rng);
+        if (special && rng() % 64 == 0) v *= 1e20f;
+        if (special && rng() % 64 == 0) v *= 1e-30f;
+        if (special && rng() % 64 == 0) v = 0.0f;
+        p[i] = v;
+      }
+      return m;
+    }
     case WeightFormat::kQ8_0: {
       const int64_t nb = cols / kQK8_0;
       m.row_bytes = nb * sizeof(BlockQ8_0);
@@ -95,7 +109,8 @@ std::vector<uint8_t> MakeRandomActivations(WeightFormat f, int64_t n_tokens, int
   const size_t stride = ActivationRowBytes(f, cols);
   std::vector<uint8_t> out(stride * n_tokens);
   std::vector<float> x(cols);
-  const int64_t block = f == WeightFormat::kQ8_0 ? 32 : (f == WeightFormat::kF16 || f == WeightFormat::kBF16) ? 16 : 256;
+  const bool is_float = f == WeightFormat::kF16 || f == WeightFormat::kBF16 || f == WeightFormat::kF32;
+  const int64_t block = f == WeightFormat::kQ8_0 ? 32 : is_float ? 16 : 256;
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t b0 = 0; b0 < cols; b0 += block) {
       const uint32_t kind = special ? rng() % 8 : 7;

@@ -89,7 +89,7 @@ void ThreadPool::WorkerLoop(int index, int cpu) {
   }
 }
 
-void ThreadPool::Run(const std::function<void(int, int)>& fn) {
+void ThreadPool::Run(FunctionRef<void(int, int)> fn) {
   if (n_threads_ == 1) {
     fn(0, 1);
     return;
@@ -111,7 +111,7 @@ void ThreadPool::Run(const std::function<void(int, int)>& fn) {
   }
 }
 
-void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::ParallelFor(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn) {
   if (grain < 1) grain = 1;
   const int64_t units = (n + grain - 1) / grain;
   const int64_t parts = units < n_threads_ ? units : n_threads_;

@@ -6,10 +6,30 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <type_traits>
 #include <thread>
 #include <vector>
 
 namespace fak::cpu {
+
+// A non-owning reference to a callable, so handing a lambda to the pool allocates nothing (decode
+// calls the pool a few hundred times per token). The callable must outlive the call.
+template <typename Sig>
+class FunctionRef;
+template <typename R, typename... Args>
+class FunctionRef<R(Args...)> {
+ public:
+  template <typename F>
+    requires(!std::is_same_v<std::decay_t<F>, FunctionRef>)
+  FunctionRef(F&& f)  // NOLINT(google-explicit-constructor): used like std::function
+      : obj_(const_cast<void*>(static_cast<const void*>(&f))),
+        call_([](void* o, Args... a) -> R { return (*static_cast<std::remove_reference_t<F>*>(o))(a...); }) {}
+  R operator()(Args... a) const { return call_(obj_, a...); }
+
+ private:
+  void* obj_;
+  R (*call_)(void*, Args...);
+};
 
 // FAK_THREADS when set to a positive number, else the number of CPUs this process may run on.
 int DefaultThreadCount();
@@ -26,18 +46,18 @@ class ThreadPool {
   int size() const { return n_threads_; }
 
   // Runs fn(thread_index, n_threads) once on every thread and returns when all are done.
-  void Run(const std::function<void(int, int)>& fn);
+  void Run(FunctionRef<void(int, int)> fn);
 
   // Splits [0, n) into one contiguous range per thread, boundaries at multiples of `grain`, and calls
   // fn(begin, end) for each non-empty range.
-  void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  void ParallelFor(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn);
 
  private:
   void WorkerLoop(int index, int cpu);
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  const std::function<void(int, int)>* job_ = nullptr;
+  const FunctionRef<void(int, int)>* job_ = nullptr;
   std::atomic<uint32_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};

@@ -240,8 +240,9 @@ inline void MatMulQ6_KYmm(const uint8_t* w, size_t row_bytes, int64_t nb, const 
 }
 
 // ---------------------------------------------------------------------------------------------------
-// f16 / bf16 x f32: 16 float lanes (two ymm), lane = element index mod 16, multiply then add, then the
-// ReduceLanes16 tree. Up to 4 tokens share each converted weight vector.
+// f16 / bf16 / f32 x f32: 16 float lanes (two ymm), lane = element index mod 16, multiply then add,
+// then the ReduceLanes16 tree. Up to 4 tokens share each converted weight vector.
+// kKind: 0 = f16, 1 = bf16, 2 = f32 weights.
 
 inline __m256 LoadF16x8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -249,6 +250,24 @@ inline __m256 LoadF16x8(const uint16_t* p) {
 inline __m256 LoadBf16x8(const uint16_t* p) {
   const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+template <int kKind>
+inline __m256 LoadWeights8(const uint8_t* w, int64_t i) {
+  if (kKind == 2) return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i);
+  const uint16_t* h = reinterpret_cast<const uint16_t*>(w) + i;
+  return kKind == 1 ? LoadBf16x8(h) : LoadF16x8(h);
+}
+
+template <int kKind>
+inline float WeightAt(const uint8_t* w, int64_t k) {
+  if (kKind == 2) return reinterpret_cast<const float*>(w)[k];
+  const uint16_t h = reinterpret_cast<const uint16_t*>(w)[k];
+  if (kKind == 0) return HalfToFloat(h);
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
 
 inline float ReduceLanes16Scalar(const float* l) {
@@ -259,14 +278,14 @@ inline float ReduceLanes16Scalar(const float* l) {
   return c[0] + c[1];
 }
 
-template <bool kBf16, int T>
-inline void DotHalfTile(const uint16_t* w, const float* const x[T], int64_t n, float out[T]) {
+template <int kKind, int T>
+inline void DotHalfTile(const uint8_t* w, const float* const x[T], int64_t n, float out[T]) {
   __m256 lo[T], hi[T];
   for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m256 w0 = kBf16 ? LoadBf16x8(w + i) : LoadF16x8(w + i);
-    const __m256 w1 = kBf16 ? LoadBf16x8(w + i + 8) : LoadF16x8(w + i + 8);
+    const __m256 w0 = LoadWeights8<kKind>(w, i);
+    const __m256 w1 = LoadWeights8<kKind>(w, i + 8);
     for (int t = 0; t < T; ++t) {
       lo[t] = _mm256_add_ps(lo[t], _mm256_mul_ps(w0, _mm256_loadu_ps(x[t] + i)));
       hi[t] = _mm256_add_ps(hi[t], _mm256_mul_ps(w1, _mm256_loadu_ps(x[t] + i + 8)));
@@ -277,34 +296,30 @@ inline void DotHalfTile(const uint16_t* w, const float* const x[T], int64_t n, f
     _mm256_store_ps(lane, lo[t]);
     _mm256_store_ps(lane + 8, hi[t]);
     for (int64_t k = i; k < n; ++k) {
-      const uint32_t bits = kBf16 ? static_cast<uint32_t>(w[k]) << 16 : 0;
-      float wk;
-      if (kBf16) std::memcpy(&wk, &bits, 4);
-      else wk = HalfToFloat(w[k]);
-      const float p = wk * x[t][k];
+      const float p = WeightAt<kKind>(w, k) * x[t][k];
       lane[k & 15] = lane[k & 15] + p;
     }
     out[t] = ReduceLanes16Scalar(lane);
   }
 }
 
-template <bool kBf16>
+template <int kKind>
 void MatMulHalfYmm(const uint8_t* w, size_t row_bytes, int64_t n, const uint8_t* act, size_t act_stride,
                    int64_t n_tokens, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) {
-    const uint16_t* row = reinterpret_cast<const uint16_t*>(w + r * row_bytes);
+    const uint8_t* row = w + r * row_bytes;
     int64_t t = 0;
     for (; t + 4 <= n_tokens; t += 4) {
       const float* x[4];
       for (int k = 0; k < 4; ++k) x[k] = reinterpret_cast<const float*>(act + (t + k) * act_stride);
       float out[4];
-      DotHalfTile<kBf16, 4>(row, x, n, out);
+      DotHalfTile<kKind, 4>(row, x, n, out);
       for (int k = 0; k < 4; ++k) y[(t + k) * ldy + r] = out[k];
     }
     for (; t < n_tokens; ++t) {
       const float* x[1] = {reinterpret_cast<const float*>(act + t * act_stride)};
       float out[1];
-      DotHalfTile<kBf16, 1>(row, x, n, out);
+      DotHalfTile<kKind, 1>(row, x, n, out);
       y[t * ldy + r] = out[0];
     }
   }

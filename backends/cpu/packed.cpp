@@ -1,0 +1,165 @@
+#include "backends/cpu/packed.h"
+
+#include <cstring>
+
+#include "quant/f16.h"   // Fp16ToFp32
+#include "quant/q4_k.h"  // BlockQ4_K
+#include "quant/q8_0.h"  // BlockQ8_0, QuantizeRowQ8_0
+#include "quant/q8_k.h"  // BlockQ8_K, QuantizeRowQ8_K
+
+namespace fak::cpu {
+namespace {
+
+size_t RowBytes(WeightFormat f, int64_t cols) {
+  if (cols <= 0) return 0;
+  if (f == WeightFormat::kQ8_0 && cols % kQK8_0 == 0) return static_cast<size_t>(cols / kQK8_0) * sizeof(BlockQ8_0);
+  if (f == WeightFormat::kQ4_K && cols % kQK_K == 0) return static_cast<size_t>(cols / kQK_K) * sizeof(BlockQ4_K);
+  return 0;
+}
+
+// One group of 16 rows; rows past `valid` are zero.
+void PackGroupQ8_0(const BlockQ8_0* const rows[kPackRows], int valid, int64_t nb, uint8_t* out) {
+  uint8_t* quants = out;                                         // (nb, 8, 16, 4) u8
+  uint16_t* scales = reinterpret_cast<uint16_t*>(out + nb * 512);  // (nb, 16) f16
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int r = 0; r < kPackRows; ++r) {
+      const BlockQ8_0* blk = r < valid ? &rows[r][b] : nullptr;
+      uint16_t d = blk != nullptr ? blk->d : 0;
+      std::memcpy(&scales[b * kPackRows + r], &d, 2);
+      for (int k = 0; k < 8; ++k) {
+        for (int j = 0; j < 4; ++j) {
+          const int8_t q = blk != nullptr ? blk->qs[4 * k + j] : 0;
+          quants[b * 512 + k * 64 + r * 4 + j] = static_cast<uint8_t>(static_cast<uint8_t>(q) ^ 0x80);
+        }
+      }
+    }
+  }
+}
+
+void PackGroupQ4_K(const BlockQ4_K* const rows[kPackRows], int valid, int64_t nb, uint8_t* out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* sb = out + b * 2304;
+    for (int r = 0; r < kPackRows; ++r) {
+      BlockQ4_K zero{};
+      const BlockQ4_K& blk = r < valid ? rows[r][b] : zero;
+      for (int c = 0; c < 4; ++c) {
+        for (int k = 0; k < 8; ++k) std::memcpy(sb + c * 512 + k * 64 + r * 4, blk.qs + 32 * c + 4 * k, 4);
+      }
+      std::memcpy(sb + 2048 + 2 * r, &blk.d, 2);
+      std::memcpy(sb + 2080 + 2 * r, &blk.dmin, 2);
+      for (int w = 0; w < 3; ++w) std::memcpy(sb + 2112 + w * 64 + r * 4, blk.scales + 4 * w, 4);
+    }
+  }
+}
+
+}  // namespace
+
+bool HasPackedLayout(WeightFormat f) { return f == WeightFormat::kQ8_0 || f == WeightFormat::kQ4_K; }
+
+size_t PackedGroupBytes(WeightFormat f, int64_t cols) {
+  const size_t row_bytes = RowBytes(f, cols);
+  return (row_bytes * kPackRows + 63) / 64 * 64;
+}
+
+size_t PackedBytes(WeightFormat f, int64_t rows, int64_t cols) {
+  if (rows <= 0) return 0;
+  const size_t groups = static_cast<size_t>((rows + kPackRows - 1) / kPackRows);
+  return groups * PackedGroupBytes(f, cols);
+}
+
+Status PackMatrix(GgmlType type, const void* gguf_rows, int64_t rows, int64_t cols, void* out) {
+  WeightFormat f;
+  if (type == GgmlType::kQ8_0) f = WeightFormat::kQ8_0;
+  else if (type == GgmlType::kQ4_K) f = WeightFormat::kQ4_K;
+  else return Unsupported("pack: no packed layout for weights of type {}", GgmlTypeName(type));
+  if (rows <= 0 || cols <= 0) return InvalidArgument("pack: matrix shape ({}, {}) is empty", rows, cols);
+  const size_t row_bytes = RowBytes(f, cols);
+  if (row_bytes == 0) {
+    return InvalidArgument("pack: {} rows of {} elements are not a whole number of blocks", GgmlTypeName(type), cols);
+  }
+  if (gguf_rows == nullptr || out == nullptr) return InvalidArgument("pack: null buffer");
+  const auto* src = static_cast<const uint8_t*>(gguf_rows);
+  auto* dst = static_cast<uint8_t*>(out);
+  const size_t group_bytes = PackedGroupBytes(f, cols);
+  for (int64_t g = 0; g * kPackRows < rows; ++g) {
+    const int valid = static_cast<int>(rows - g * kPackRows < kPackRows ? rows - g * kPackRows : kPackRows);
+    uint8_t* group = dst + g * group_bytes;
+    std::memset(group + row_bytes * kPackRows, 0, group_bytes - row_bytes * kPackRows);
+    if (f == WeightFormat::kQ8_0) {
+      const BlockQ8_0* r[kPackRows];
+      for (int i = 0; i < valid; ++i) r[i] = reinterpret_cast<const BlockQ8_0*>(src + (g * kPackRows + i) * row_bytes);
+      PackGroupQ8_0(r, valid, cols / kQK8_0, group);
+    } else {
+      const BlockQ4_K* r[kPackRows];
+      for (int i = 0; i < valid; ++i) r[i] = reinterpret_cast<const BlockQ4_K*>(src + (g * kPackRows + i) * row_bytes);
+      PackGroupQ4_K(r, valid, cols / kQK_K, group);
+    }
+  }
+  return Status::Ok();
+}
+
+bool PreferPackedLayout(WeightFormat f) {
+  return HasPackedLayout(f) && Kernels().packed_native[static_cast<int>(f)];
+}
+
+size_t PackedActivationBytes(WeightFormat f, int64_t n, int64_t n_tokens) {
+  if (f == WeightFormat::kQ8_0) return static_cast<size_t>(n / kQK8_0 * n_tokens) * sizeof(ActQ8_0);
+  if (f == WeightFormat::kQ4_K) return static_cast<size_t>(n / kQK_K * n_tokens) * sizeof(ActQ8_K);
+  return 0;
+}
+
+namespace {
+
+void ToActQ8_0(const BlockQ8_0& blk, ActQ8_0* o) {
+  int32_t sum = 0;
+  for (int i = 0; i < kQK8_0; ++i) sum += blk.qs[i];
+  std::memcpy(o->qs, blk.qs, sizeof(o->qs));
+  o->d = Fp16ToFp32(blk.d);
+  o->corr = -128 * sum;
+}
+
+void ToActQ8_K(const BlockQ8_K& blk, ActQ8_K* o) {
+  std::memcpy(o->qs, blk.qs, sizeof(o->qs));
+  for (int j = 0; j < 8; ++j) o->bsum32[j] = static_cast<int16_t>(blk.bsums[2 * j] + blk.bsums[2 * j + 1]);
+  o->d = blk.d;
+  o->pad[0] = o->pad[1] = o->pad[2] = 0;
+}
+
+}  // namespace
+
+void QuantizePackedActivations(WeightFormat f, const float* x, int64_t n, int64_t t, int64_t n_tokens, void* out) {
+  if (f == WeightFormat::kQ8_0) {
+    for (int64_t b = 0; b < n / kQK8_0; ++b) {
+      BlockQ8_0 blk;
+      QuantizeRowQ8_0(x + b * kQK8_0, &blk, kQK8_0);
+      ToActQ8_0(blk, static_cast<ActQ8_0*>(out) + b * n_tokens + t);
+    }
+  } else if (f == WeightFormat::kQ4_K) {
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+      BlockQ8_K blk;
+      QuantizeRowQ8_K(x + b * kQK_K, &blk, kQK_K);
+      ToActQ8_K(blk, static_cast<ActQ8_K*>(out) + b * n_tokens + t);
+    }
+  }
+}
+
+void PackActivations(WeightFormat f, const uint8_t* rows, size_t stride, int64_t n, int64_t n_tokens, void* out) {
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const uint8_t* row = rows + t * stride;
+    if (f == WeightFormat::kQ8_0) {
+      for (int64_t b = 0; b < n / kQK8_0; ++b) {
+        BlockQ8_0 blk;
+        std::memcpy(&blk, row + b * sizeof(BlockQ8_0), sizeof(blk));
+        ToActQ8_0(blk, static_cast<ActQ8_0*>(out) + b * n_tokens + t);
+      }
+    } else if (f == WeightFormat::kQ4_K) {
+      for (int64_t b = 0; b < n / kQK_K; ++b) {
+        BlockQ8_K blk;
+        std::memcpy(&blk, row + b * sizeof(BlockQ8_K), sizeof(blk));
+        ToActQ8_K(blk, static_cast<ActQ8_K*>(out) + b * n_tokens + t);
+      }
+    }
+  }
+}
+
+}  // namespace fak::cpu

@@ -1,0 +1,89 @@
+// Plain C++ kernels over the packed layout: the fallback for levels without their own, and a readable
+// statement of the layout. Each row follows the quant/ reference's order of float operations.
+#include <cstring>
+
+#include "backends/cpu/isa_tables.h"
+#include "backends/cpu/packed.h"
+#include "quant/f16.h"   // Fp16ToFp32
+#include "quant/q4_k.h"  // Q4_KScaleMin
+
+namespace fak::cpu {
+namespace {
+
+void PackedQ8_0(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_tokens, float* y, int64_t ldy,
+                int64_t r0, int64_t r1) {
+  const int64_t nb = n / 32;
+  const size_t group_bytes = PackedGroupBytes(WeightFormat::kQ8_0, n);
+  const auto* a = reinterpret_cast<const ActQ8_0*>(act);  // (nb, n_tokens)
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* quants = w + (r / kPackRows) * group_bytes;
+    const uint8_t* scales = quants + nb * 512;
+    const int lane = static_cast<int>(r % kPackRows);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const ActQ8_0& ab = a[b * n_tokens + t];
+        int32_t isum = ab.corr;  // sum (q + 128) * a - 128 * sum a = sum q * a
+        for (int k = 0; k < 8; ++k) {
+          const uint8_t* u = quants + b * 512 + k * 64 + lane * 4;
+          for (int j = 0; j < 4; ++j) isum += static_cast<int32_t>(u[j]) * ab.qs[4 * k + j];
+        }
+        uint16_t d;
+        std::memcpy(&d, scales + (b * kPackRows + lane) * 2, 2);
+        const float s = Fp16ToFp32(d) * ab.d;
+        acc = acc + s * static_cast<float>(isum);
+      }
+      y[t * ldy + r] = acc;
+    }
+  }
+}
+
+void PackedQ4_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_tokens, float* y, int64_t ldy,
+                int64_t r0, int64_t r1) {
+  const int64_t nb = n / 256;
+  const size_t group_bytes = PackedGroupBytes(WeightFormat::kQ4_K, n);
+  const auto* a = reinterpret_cast<const ActQ8_K*>(act);  // (nb, n_tokens)
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* group = w + (r / kPackRows) * group_bytes;
+    const int lane = static_cast<int>(r % kPackRows);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* sb = group + b * 2304;
+        const ActQ8_K& ab = a[b * n_tokens + t];
+        uint8_t scales[12];
+        for (int word = 0; word < 3; ++word) std::memcpy(scales + 4 * word, sb + 2112 + word * 64 + lane * 4, 4);
+        int32_t s = 0, ms = 0;
+        for (int j = 0; j < 8; ++j) {
+          uint8_t sc, m;
+          Q4_KScaleMin(j, scales, &sc, &m);
+          const int c = j / 2, shift = (j & 1) * 4;
+          int32_t isum = 0;
+          for (int i = 0; i < 32; ++i) {
+            const uint8_t byte = sb[c * 512 + (i / 4) * 64 + lane * 4 + i % 4];
+            isum += ((byte >> shift) & 0xF) * static_cast<int32_t>(ab.qs[32 * j + i]);
+          }
+          s += sc * isum;
+          ms += m * ab.bsum32[j];
+        }
+        uint16_t d, dmin;
+        std::memcpy(&d, sb + 2048 + 2 * lane, 2);
+        std::memcpy(&dmin, sb + 2080 + 2 * lane, 2);
+        const float dd = ab.d * Fp16ToFp32(d);
+        const float dm = ab.d * Fp16ToFp32(dmin);
+        acc = acc + (dd * static_cast<float>(s) - dm * static_cast<float>(ms));
+      }
+      y[t * ldy + r] = acc;
+    }
+  }
+}
+
+}  // namespace
+
+void FillScalarPacked(KernelTable* t) {
+  t->packed[static_cast<int>(WeightFormat::kQ8_0)] = PackedQ8_0;
+  t->packed[static_cast<int>(WeightFormat::kQ4_K)] = PackedQ4_K;
+  for (bool& native : t->packed_native) native = false;
+}
+
+}  // namespace fak::cpu

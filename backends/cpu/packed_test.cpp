@@ -1,0 +1,145 @@
+// The packed layout: every level's packed kernels equal the scalar reference on the GGUF layout bit for
+// bit (odd row counts, partial token tiles, sub-ranges), the MatMul op gives the same bits packed and
+// plain, and PackMatrix rejects what it cannot pack.
+#include "backends/cpu/packed.h"
+
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "backends/cpu/matmul.h"
+#include "backends/cpu/test_data.h"
+#include "quant/codec.h"
+
+namespace fak::cpu {
+namespace {
+
+std::string Hex(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%08x", u);
+  return buf;
+}
+
+GgmlType TypeOf(WeightFormat f) { return f == WeightFormat::kQ8_0 ? GgmlType::kQ8_0 : GgmlType::kQ4_K; }
+
+std::vector<uint8_t> Pack(const RandomMatrix& m) {
+  std::vector<uint8_t> out(PackedBytes(m.format, m.rows, m.cols), 0xEE);
+  EXPECT_TRUE(PackMatrix(TypeOf(m.format), m.data.data(), m.rows, m.cols, out.data()).ok());
+  return out;
+}
+
+TEST(Packed, Sizes) {
+  // A group is 16 rows, rounded up to 64 bytes; the last group is padded.
+  EXPECT_EQ(PackedGroupBytes(WeightFormat::kQ8_0, 4096), 16u * 128 * 34);
+  EXPECT_EQ(PackedBytes(WeightFormat::kQ8_0, 16, 32), 576u);  // 544 -> 576
+  EXPECT_EQ(PackedBytes(WeightFormat::kQ8_0, 17, 64), 2u * 1088);
+  EXPECT_EQ(PackedBytes(WeightFormat::kQ4_K, 8960, 1536), 8960u / 16 * 16 * 6 * 144);
+  EXPECT_EQ(PackedBytes(WeightFormat::kQ4_K, 16, 100), 0u);
+  EXPECT_EQ(PackedBytes(WeightFormat::kF16, 16, 256), 0u);
+  EXPECT_TRUE(HasPackedLayout(WeightFormat::kQ8_0));
+  EXPECT_FALSE(HasPackedLayout(WeightFormat::kQ6_K));
+}
+
+TEST(Packed, RejectsWhatItCannotPack) {
+  std::vector<uint8_t> in(1 << 16), out(1 << 16);
+  EXPECT_EQ(PackMatrix(GgmlType::kQ6_K, in.data(), 16, 256, out.data()).code(), StatusCode::kUnsupported);
+  EXPECT_EQ(PackMatrix(GgmlType::kQ8_0, in.data(), 16, 33, out.data()).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(PackMatrix(GgmlType::kQ4_K, in.data(), 0, 256, out.data()).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(PackMatrix(GgmlType::kQ8_0, nullptr, 16, 32, out.data()).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakePackedQuantMatrix(GgmlType::kQ6_K, in.data(), 16, 256).status().code(), StatusCode::kUnsupported);
+}
+
+class PackedIsaTest : public ::testing::TestWithParam<Isa> {};
+
+TEST_P(PackedIsaTest, EqualsReferenceBitForBit) {
+  const KernelTable* ref = KernelsFor(Isa::kScalar);
+  const KernelTable* k = KernelsFor(GetParam());
+  ASSERT_NE(k, nullptr);
+  uint32_t seed = 900;
+  for (WeightFormat f : {WeightFormat::kQ8_0, WeightFormat::kQ4_K}) {
+    const int fi = static_cast<int>(f);
+    ASSERT_NE(k->packed[fi], nullptr);
+    const std::vector<int64_t> cols_list =
+        f == WeightFormat::kQ8_0 ? std::vector<int64_t>{32, 96, 544} : std::vector<int64_t>{256, 768};
+    for (int64_t rows : {1, 5, 16, 17, 33, 67}) {
+      for (int64_t cols : cols_list) {
+        const RandomMatrix m = MakeRandomMatrix(f, rows, cols, ++seed);
+        const std::vector<uint8_t> packed = Pack(m);
+        for (int64_t n_tokens : {1, 2, 3, 7, 9, 21}) {
+          const auto act = MakeRandomActivations(f, n_tokens, cols, ++seed);
+          const size_t stride = ActivationRowBytes(f, cols);
+          std::vector<uint8_t> pact(PackedActivationBytes(f, cols, n_tokens));
+          PackActivations(f, act.data(), stride, cols, n_tokens, pact.data());
+          const int64_t ldy = rows + 3;
+          std::vector<float> want(ldy * n_tokens, -1.0f), got(ldy * n_tokens, -1.0f);
+          ref->matmul[fi](m.data.data(), m.row_bytes, cols, act.data(), stride, n_tokens, want.data(), ldy, 0, rows);
+          k->packed[fi](packed.data(), cols, pact.data(), n_tokens, got.data(), ldy, 0, rows);
+          for (size_t i = 0; i < want.size(); ++i) {
+            ASSERT_EQ(Hex(got[i]), Hex(want[i])) << WeightFormatName(f) << " rows " << rows << " cols " << cols
+                                                 << " tokens " << n_tokens << " token " << i / ldy << " row "
+                                                 << i % ldy;
+          }
+          // A sub-range starting at the second group writes only its rows.
+          if (rows > 17) {
+            std::vector<float> part(ldy * n_tokens, -1.0f);
+            k->packed[fi](packed.data(), cols, pact.data(), n_tokens, part.data(), ldy, 16, rows - 1);
+            for (int64_t t = 0; t < n_tokens; ++t) {
+              for (int64_t r = 0; r < ldy; ++r) {
+                const float expect = r >= 16 && r < rows - 1 ? want[t * ldy + r] : -1.0f;
+                ASSERT_EQ(Hex(part[t * ldy + r]), Hex(expect)) << "t " << t << " r " << r;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+std::vector<Isa> Levels() { return AvailableIsas(); }
+
+INSTANTIATE_TEST_SUITE_P(AllIsas, PackedIsaTest, ::testing::ValuesIn(Levels()),
+                         [](const ::testing::TestParamInfo<Isa>& info) { return std::string(IsaName(info.param)); });
+
+// The op: packed and GGUF layouts give identical bits, for 1 and 2 threads, decode and prefill.
+TEST(Packed, MatMulOpMatchesPlainLayout) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  ThreadPool pool1(1), pool2(2);
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K}) {
+    const int64_t rows = 53, cols = 512;
+    const size_t row_bytes = *GgmlRowBytes(type, cols);
+    std::vector<float> wf(rows * cols);
+    for (auto& v : wf) v = 0.05f * g(rng);
+    std::vector<uint8_t> wq(row_bytes * rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      ASSERT_TRUE(QuantizeRow(type, wf.data() + r * cols, wq.data() + r * row_bytes, cols).ok());
+    }
+    auto plain = MakeQuantMatrix(type, wq.data(), rows, cols);
+    ASSERT_TRUE(plain.ok());
+    std::vector<uint8_t> wp(PackedBytes(plain->format, rows, cols));
+    ASSERT_TRUE(PackMatrix(type, wq.data(), rows, cols, wp.data()).ok());
+    auto packed = MakePackedQuantMatrix(type, wp.data(), rows, cols);
+    ASSERT_TRUE(packed.ok());
+    EXPECT_TRUE(packed->packed);
+    for (int64_t n_tokens : {1, 11}) {
+      std::vector<float> x(n_tokens * cols);
+      for (auto& v : x) v = g(rng);
+      std::vector<float> y_plain(n_tokens * rows), y1(n_tokens * rows), y2(n_tokens * rows);
+      ASSERT_TRUE(MatMul(*plain, x.data(), n_tokens, y_plain.data(), pool1).ok());
+      ASSERT_TRUE(MatMul(*packed, x.data(), n_tokens, y1.data(), pool1).ok());
+      ASSERT_TRUE(MatMul(*packed, x.data(), n_tokens, y2.data(), pool2).ok());
+      EXPECT_EQ(std::memcmp(y_plain.data(), y1.data(), y1.size() * 4), 0) << GgmlTypeName(type) << " " << n_tokens;
+      EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * 4), 0) << GgmlTypeName(type) << " " << n_tokens;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fak::cpu
