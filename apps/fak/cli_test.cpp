@@ -138,4 +138,52 @@ TEST(FakCli, MalformedFilesExitNonZeroWithMessage) {
   EXPECT_NE(usage.exit_code, 0);
 }
 
+TEST(FakCli, RunMatchesLlamaCppGreedyAndDumpsLogits) {
+  const std::string model = "../shared/fixtures/llamacpp-tiny/tiny-llama-f16.gguf";
+  const fs::path npy = TempDir() / "logits.npy";
+  RunResult r = RunFak("run -m " + model + " -p 'Once upon a time' -n 16 --no-special --print-ids -t 2 --dump-logits " +
+                       npy.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in("../shared/fixtures/llamacpp-tiny/expected/f16-p1.json");
+  auto want = nlohmann::json::parse(in);
+  const size_t at = r.output.find("{\"output_ids\"");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  auto got = nlohmann::json::parse(r.output.substr(at, r.output.find('\n', at) - at));
+  EXPECT_EQ(got["prompt_ids"], want["prompt_ids"]);
+  EXPECT_EQ(got["output_ids"], want["greedy_ids"]);
+  EXPECT_EQ(fs::file_size(npy), 128 + 16u * 32000u * 4u);
+}
+
+TEST(FakCli, RunBadInputExitsNonZero) {
+  const std::string model = "../shared/fixtures/llamacpp-tiny/tiny-llama-q8_0.gguf";
+  RunResult ctx = RunFak("run -m " + model + " -c 4 -p 'one two three four five six seven eight'");
+  EXPECT_EQ(ctx.exit_code, 1);
+  EXPECT_NE(ctx.output.find("exceeds the context length 4"), std::string::npos) << ctx.output;
+  RunResult tok = RunFak("run -m " + model + " --tokenizer ../shared/fixtures/tokenizers/qwen3/tokenizer.json -p hi");
+  EXPECT_EQ(tok.exit_code, 1);
+  EXPECT_NE(tok.output.find("vocabulary (vocab_size) is 32000"), std::string::npos) << tok.output;
+  RunResult quant = RunFak("run -m " + model + " --quant q3 -p hi");
+  EXPECT_EQ(quant.exit_code, 1);
+  EXPECT_NE(quant.output.find("unknown weight format 'q3'"), std::string::npos) << quant.output;
+  using fak::testing::GgufBytes;
+  fs::path mamba = TempDir() / "mamba.gguf";
+  WriteBytes(mamba, GgufBytes().Header(3, 0, 1).KvStr("general.architecture", "mamba").bytes);
+  RunResult arch = RunFak("run -m " + mamba.string() + " -p hi");
+  EXPECT_EQ(arch.exit_code, 1);
+  EXPECT_NE(arch.output.find("'mamba' is not supported"), std::string::npos) << arch.output;
+  RunResult nop = RunFak("run -m " + model);
+  EXPECT_EQ(nop.exit_code, 1);
+}
+
+TEST(FakCli, TokenizeAndTemplate) {
+  RunResult t = RunFak("tokenize -m ../shared/fixtures/vocab/ggml-vocab-gpt-2.gguf --ids 'Hello world'");
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  EXPECT_EQ(nlohmann::json::parse(t.output), nlohmann::json::parse("[15496, 995]"));
+  fs::path msgs = TempDir() / "messages.json";
+  std::ofstream(msgs) << R"([{"role": "user", "content": "Hi"}])";
+  RunResult c = RunFak("template -m ../shared/fixtures/tokenizers/qwen3 -f " + msgs.string() + " --add-generation-prompt");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_EQ(c.output, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+}
+
 }  // namespace
