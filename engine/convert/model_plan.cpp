@@ -1,0 +1,93 @@
+#include "engine/convert/model_plan.h"
+
+#include <array>
+
+namespace fak::convert {
+namespace {
+
+// Real geometries from the models' config.json files; `tiny` and `tiny-llama` are for tests.
+constexpr std::array<SynthGeometry, 6> kGeometries = {{
+    // name            arch     layers  d     ffn    heads kv  hd   tied   rope   eps    ctx
+    {"tiny",          "qwen2",  2,   256,   512,   4,  2,  64,  true,  1e6, 1e-6, 4096},
+    {"tiny-llama",    "llama",  2,   256,   512,   4,  2,  64,  false, 5e5, 1e-5, 4096},
+    {"qwen2.5-0.5b",  "qwen2",  24,  896,   4864,  14, 2,  64,  true,  1e6, 1e-6, 32768},
+    {"qwen2.5-1.5b",  "qwen2",  28,  1536,  8960,  12, 2,  128, true,  1e6, 1e-6, 32768},
+    {"qwen2.5-7b",    "qwen2",  28,  3584,  18944, 28, 4,  128, false, 1e6, 1e-6, 32768},
+    {"llama3-8b",     "llama",  32,  4096,  14336, 32, 8,  128, false, 5e5, 1e-5, 8192},
+}};
+
+}  // namespace
+
+const SynthGeometry* FindGeometry(std::string_view name) {
+  for (const SynthGeometry& g : kGeometries) {
+    if (g.name == name) return &g;
+  }
+  return nullptr;
+}
+
+std::string GeometryNames() {
+  std::string out;
+  for (const SynthGeometry& g : kGeometries) out += (out.empty() ? "" : ", ") + std::string(g.name);
+  return out;
+}
+
+bool IsWritableArch(std::string_view arch) { return arch == "llama" || arch == "qwen2" || arch == "qwen3"; }
+
+Result<ModelConfig> ConfigForGeometry(const SynthGeometry& g, std::string_view arch, int64_t vocab) {
+  if (arch.empty()) arch = g.arch;
+  if (!IsWritableArch(arch)) {
+    return InvalidArgument("unknown architecture '{}' (want llama, qwen2 or qwen3)", arch);
+  }
+  ModelConfig c;
+  c.arch = std::string(arch);
+  c.n_layer = g.n_layer;
+  c.d_model = g.d_model;
+  c.d_ffn = g.d_ffn;
+  c.n_head = g.n_head;
+  c.n_kv_head = g.n_kv_head;
+  c.head_dim = g.head_dim;
+  c.vocab_size = vocab;
+  c.max_context = g.context;
+  c.norm_eps = g.norm_eps;
+  c.rope.theta = g.rope_theta;
+  c.tied_embeddings = g.tied_embeddings;
+  c.qkv_bias = arch == "qwen2";
+  c.qk_norm = arch == "qwen3";
+  FAK_RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+std::vector<PlannedTensor> PlanTensors(const ModelConfig& c) {
+  using U = uint64_t;
+  const U d = static_cast<U>(c.d_model), ffn = static_cast<U>(c.d_ffn), vocab = static_cast<U>(c.vocab_size);
+  const U q = static_cast<U>(c.n_head * c.head_dim), kv = static_cast<U>(c.n_kv_head * c.head_dim);
+  const U hd = static_cast<U>(c.head_dim);
+  std::vector<PlannedTensor> out;
+  out.push_back({"token_embd.weight", {d, vocab}, TensorKind::kMatrix});
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    out.push_back({p + "attn_norm.weight", {d}, TensorKind::kNorm});
+    out.push_back({p + "attn_q.weight", {d, q}, TensorKind::kMatrix});
+    out.push_back({p + "attn_k.weight", {d, kv}, TensorKind::kMatrix});
+    out.push_back({p + "attn_v.weight", {d, kv}, TensorKind::kMatrix});
+    if (c.qkv_bias) {
+      out.push_back({p + "attn_q.bias", {q}, TensorKind::kBias});
+      out.push_back({p + "attn_k.bias", {kv}, TensorKind::kBias});
+      out.push_back({p + "attn_v.bias", {kv}, TensorKind::kBias});
+    }
+    if (c.qk_norm) {
+      out.push_back({p + "attn_q_norm.weight", {hd}, TensorKind::kNorm});
+      out.push_back({p + "attn_k_norm.weight", {hd}, TensorKind::kNorm});
+    }
+    out.push_back({p + "attn_output.weight", {q, d}, TensorKind::kMatrix});
+    out.push_back({p + "ffn_norm.weight", {d}, TensorKind::kNorm});
+    out.push_back({p + "ffn_gate.weight", {d, ffn}, TensorKind::kMatrix});
+    out.push_back({p + "ffn_up.weight", {d, ffn}, TensorKind::kMatrix});
+    out.push_back({p + "ffn_down.weight", {ffn, d}, TensorKind::kMatrix});
+  }
+  out.push_back({"output_norm.weight", {d}, TensorKind::kNorm});
+  if (!c.tied_embeddings) out.push_back({"output.weight", {d, vocab}, TensorKind::kMatrix});
+  return out;
+}
+
+}  // namespace fak::convert

@@ -1,0 +1,51 @@
+// What a llama-family GGUF holds: the synthetic geometries (data, one row each) and the canonical
+// tensor list of a ModelConfig, in the order fak writes them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "formats/model_config.h"
+
+namespace fak::convert {
+
+struct SynthGeometry {
+  std::string_view name;
+  std::string_view arch;  // default architecture
+  int64_t n_layer, d_model, d_ffn, n_head, n_kv_head, head_dim;
+  bool tied_embeddings;
+  double rope_theta;
+  double norm_eps;
+  int64_t context;
+};
+
+// Vocabulary of every synthetic model: Qwen2.5's padded 151,936 (151,643 BPE tokens, the added
+// tokens, then "[PADn]" fillers).
+constexpr int64_t kSynthVocab = 151936;
+
+// nullptr for an unknown name.
+const SynthGeometry* FindGeometry(std::string_view name);
+std::string GeometryNames();  // "tiny, tiny-llama, qwen2.5-0.5b, ..."
+
+// The architectures fak writes: llama (no biases), qwen2 (q/k/v biases), qwen3 (q/k norms).
+bool IsWritableArch(std::string_view arch);
+
+// A geometry as a ModelConfig for `arch` (empty: the geometry's own).
+Result<ModelConfig> ConfigForGeometry(const SynthGeometry& g, std::string_view arch, int64_t vocab);
+
+enum class TensorKind { kMatrix, kNorm, kBias };
+
+struct PlannedTensor {
+  std::string name;             // "blk.0.attn_q.weight"
+  std::vector<uint64_t> shape;  // ggml order: shape[0] is the row length
+  TensorKind kind;
+};
+
+// token_embd, per layer (attn_norm, attn_q/k/v [+ biases | + q/k norms], attn_output, ffn_norm,
+// ffn_gate, ffn_up, ffn_down), output_norm, output (when untied).
+std::vector<PlannedTensor> PlanTensors(const ModelConfig& c);
+
+}  // namespace fak::convert
