@@ -156,6 +156,14 @@ Result<ModelConfig> ModelConfigFromHfJson(const std::string& text, const std::st
   c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3_5";
   c.torch_dtype = f.StringOr("torch_dtype", f.StringOr("dtype", ""));
   if (auto rs = j.find("rope_scaling"); rs != j.end()) FAK_RETURN_IF_ERROR(ParseRopeScaling(*rs, source, c.rope));
+  // transformers 5 writes theta and scaling together as "rope_parameters".
+  if (auto rp = j.find("rope_parameters"); rp != j.end() && !rp->is_null()) {
+    if (!rp->is_object()) return Corrupt("{}: field 'rope_parameters' is not an object", source);
+    JsonFields pf(*rp, source);
+    FAK_ASSIGN_OR_RETURN(c.rope.theta, pf.NumberOr("rope_theta", c.rope.theta));
+    FAK_ASSIGN_OR_RETURN(c.rope.partial_rotary_factor, pf.NumberOr("partial_rotary_factor", c.rope.partial_rotary_factor));
+    FAK_RETURN_IF_ERROR(ParseRopeScaling(*rp, source, c.rope));
+  }
   FAK_ASSIGN_OR_RETURN(c.bos_token_id, f.IntOr("bos_token_id", -1));
   if (auto e = j.find("eos_token_id"); e != j.end()) {
     if (e->is_number_integer()) {

@@ -49,6 +49,22 @@ TEST(ModelConfig, Llama3RopeScalingAndQwen3HeadDim) {
   EXPECT_FALSE(q3->qkv_bias);
 }
 
+TEST(ModelConfig, Transformers5RopeParameters) {
+  auto c = ModelConfigFromHfJson(R"({"model_type": "qwen2", "hidden_size": 16, "intermediate_size": 48,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "vocab_size": 100,
+    "dtype": "bfloat16", "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"}})", "t5.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->rope.theta, 1e6);
+  EXPECT_EQ(c->torch_dtype, "bfloat16");
+  auto y = ModelConfigFromHfJson(R"({"model_type": "llama", "hidden_size": 16, "intermediate_size": 48,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
+    "rope_parameters": {"rope_theta": 5e5, "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}})",
+                                 "y.json");
+  ASSERT_TRUE(y.ok()) << y.status().ToString();
+  EXPECT_EQ(y->rope.scaling, RopeScaling::kYarn);
+  EXPECT_EQ(y->rope.theta, 5e5);
+}
+
 TEST(ModelConfig, HybridLayerTypes) {
   auto h = ModelConfigFromHfJson(R"({"model_type": "qwen3_5_text", "hidden_size": 2048, "intermediate_size": 6144,
     "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
