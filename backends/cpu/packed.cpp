@@ -4,6 +4,7 @@
 
 #include "quant/f16.h"   // Fp16ToFp32
 #include "quant/q4_k.h"  // BlockQ4_K
+#include "quant/q6_k.h"  // BlockQ6_K, UnpackQ6_K
 #include "quant/q8_0.h"  // BlockQ8_0, QuantizeRowQ8_0
 #include "quant/q8_k.h"  // BlockQ8_K, QuantizeRowQ8_K
 
@@ -14,22 +15,23 @@ size_t RowBytes(WeightFormat f, int64_t cols) {
   if (cols <= 0) return 0;
   if (f == WeightFormat::kQ8_0 && cols % kQK8_0 == 0) return static_cast<size_t>(cols / kQK8_0) * sizeof(BlockQ8_0);
   if (f == WeightFormat::kQ4_K && cols % kQK_K == 0) return static_cast<size_t>(cols / kQK_K) * sizeof(BlockQ4_K);
+  if (f == WeightFormat::kQ6_K && cols % kQK_K == 0) return static_cast<size_t>(cols / kQK_K) * sizeof(BlockQ6_K);
   return 0;
 }
 
 // One group of 16 rows; rows past `valid` are zero.
 void PackGroupQ8_0(const BlockQ8_0* const rows[kPackRows], int valid, int64_t nb, uint8_t* out) {
-  uint8_t* quants = out;                                         // (nb, 8, 16, 4) u8
-  uint16_t* scales = reinterpret_cast<uint16_t*>(out + nb * 512);  // (nb, 16) f16
   for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* quants = out + PackedQ8_0QuantOffset(b);      // (8, 16, 4) u8
+    uint8_t* scales = out + PackedQ8_0ScaleOffset(nb, b);  // (16) f16
     for (int r = 0; r < kPackRows; ++r) {
       const BlockQ8_0* blk = r < valid ? &rows[r][b] : nullptr;
       uint16_t d = blk != nullptr ? blk->d : 0;
-      std::memcpy(&scales[b * kPackRows + r], &d, 2);
+      std::memcpy(scales + 2 * r, &d, 2);
       for (int k = 0; k < 8; ++k) {
         for (int j = 0; j < 4; ++j) {
           const int8_t q = blk != nullptr ? blk->qs[4 * k + j] : 0;
-          quants[b * 512 + k * 64 + r * 4 + j] = static_cast<uint8_t>(static_cast<uint8_t>(q) ^ 0x80);
+          quants[k * 64 + r * 4 + j] = static_cast<uint8_t>(static_cast<uint8_t>(q) ^ 0x80);
         }
       }
     }
@@ -52,9 +54,42 @@ void PackGroupQ4_K(const BlockQ4_K* const rows[kPackRows], int valid, int64_t nb
   }
 }
 
+void PackGroupQ6_K(const BlockQ6_K* const rows[kPackRows], int valid, int64_t nb, uint8_t* out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* sb = out + b * 3360;
+    for (int r = 0; r < kPackRows; ++r) {
+      BlockQ6_K zero{};
+      const BlockQ6_K& blk = r < valid ? rows[r][b] : zero;
+      uint8_t q[kQK_K];
+      UnpackQ6_K(blk, q);
+      for (int m = 0; m < 32; ++m) {
+        for (int e = 0; e < 4; ++e) {
+          sb[m * 64 + r * 4 + e] = static_cast<uint8_t>((q[4 * m + e] & 15) | (q[128 + 4 * m + e] & 15) << 4);
+        }
+      }
+      for (int p = 0; p < 16; ++p) {
+        for (int e = 0; e < 4; ++e) {
+          uint8_t byte = 0;
+          for (int s = 0; s < 4; ++s) byte = static_cast<uint8_t>(byte | (q[64 * s + 4 * p + e] >> 4) << (2 * s));
+          sb[2048 + p * 64 + r * 4 + e] = byte;
+        }
+      }
+      for (int w = 0; w < 4; ++w) std::memcpy(sb + 3072 + w * 64 + r * 4, blk.scales + 4 * w, 4);
+      std::memcpy(sb + 3328 + 2 * r, &blk.d, 2);
+    }
+  }
+}
+
 }  // namespace
 
-bool HasPackedLayout(WeightFormat f) { return f == WeightFormat::kQ8_0 || f == WeightFormat::kQ4_K; }
+size_t PackedQ8_0QuantOffset(int64_t b) { return static_cast<size_t>(b / 2 * 1088 + (b & 1) * 512); }
+size_t PackedQ8_0ScaleOffset(int64_t nb, int64_t b) {
+  return static_cast<size_t>(b / 2 * 1088 + ((b | 1) < nb ? 1024 : 512) + (b & 1) * 32);
+}
+
+bool HasPackedLayout(WeightFormat f) {
+  return f == WeightFormat::kQ8_0 || f == WeightFormat::kQ4_K || f == WeightFormat::kQ6_K;
+}
 
 size_t PackedGroupBytes(WeightFormat f, int64_t cols) {
   const size_t row_bytes = RowBytes(f, cols);
@@ -71,6 +106,7 @@ Status PackMatrix(GgmlType type, const void* gguf_rows, int64_t rows, int64_t co
   WeightFormat f;
   if (type == GgmlType::kQ8_0) f = WeightFormat::kQ8_0;
   else if (type == GgmlType::kQ4_K) f = WeightFormat::kQ4_K;
+  else if (type == GgmlType::kQ6_K) f = WeightFormat::kQ6_K;
   else return Unsupported("pack: no packed layout for weights of type {}", GgmlTypeName(type));
   if (rows <= 0 || cols <= 0) return InvalidArgument("pack: matrix shape ({}, {}) is empty", rows, cols);
   const size_t row_bytes = RowBytes(f, cols);
@@ -89,10 +125,14 @@ Status PackMatrix(GgmlType type, const void* gguf_rows, int64_t rows, int64_t co
       const BlockQ8_0* r[kPackRows];
       for (int i = 0; i < valid; ++i) r[i] = reinterpret_cast<const BlockQ8_0*>(src + (g * kPackRows + i) * row_bytes);
       PackGroupQ8_0(r, valid, cols / kQK8_0, group);
-    } else {
+    } else if (f == WeightFormat::kQ4_K) {
       const BlockQ4_K* r[kPackRows];
       for (int i = 0; i < valid; ++i) r[i] = reinterpret_cast<const BlockQ4_K*>(src + (g * kPackRows + i) * row_bytes);
       PackGroupQ4_K(r, valid, cols / kQK_K, group);
+    } else {
+      const BlockQ6_K* r[kPackRows];
+      for (int i = 0; i < valid; ++i) r[i] = reinterpret_cast<const BlockQ6_K*>(src + (g * kPackRows + i) * row_bytes);
+      PackGroupQ6_K(r, valid, cols / kQK_K, group);
     }
   }
   return Status::Ok();
@@ -105,6 +145,7 @@ bool PreferPackedLayout(WeightFormat f) {
 size_t PackedActivationBytes(WeightFormat f, int64_t n, int64_t n_tokens) {
   if (f == WeightFormat::kQ8_0) return static_cast<size_t>(n / kQK8_0 * n_tokens) * sizeof(ActQ8_0);
   if (f == WeightFormat::kQ4_K) return static_cast<size_t>(n / kQK_K * n_tokens) * sizeof(ActQ8_K);
+  if (f == WeightFormat::kQ6_K) return static_cast<size_t>(n / kQK_K * n_tokens) * sizeof(BlockQ8_K);
   return 0;
 }
 
@@ -140,6 +181,10 @@ void QuantizePackedActivations(WeightFormat f, const float* x, int64_t n, int64_
       QuantizeRowQ8_K(x + b * kQK_K, &blk, kQK_K);
       ToActQ8_K(blk, static_cast<ActQ8_K*>(out) + b * n_tokens + t);
     }
+  } else if (f == WeightFormat::kQ6_K) {
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+      QuantizeRowQ8_K(x + b * kQK_K, static_cast<BlockQ8_K*>(out) + b * n_tokens + t, kQK_K);
+    }
   }
 }
 
@@ -157,6 +202,10 @@ void PackActivations(WeightFormat f, const uint8_t* rows, size_t stride, int64_t
         BlockQ8_K blk;
         std::memcpy(&blk, row + b * sizeof(BlockQ8_K), sizeof(blk));
         ToActQ8_K(blk, static_cast<ActQ8_K*>(out) + b * n_tokens + t);
+      }
+    } else if (f == WeightFormat::kQ6_K) {
+      for (int64_t b = 0; b < n / kQK_K; ++b) {
+        std::memcpy(static_cast<BlockQ8_K*>(out) + b * n_tokens + t, row + b * sizeof(BlockQ8_K), sizeof(BlockQ8_K));
       }
     }
   }

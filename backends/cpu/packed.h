@@ -6,14 +6,22 @@
 // group_bytes = RoundUp(16 * row_bytes, 64) bytes, groups follow each other, so the whole matrix is one
 // sequential stream. Inside a group ("dword" = 4 consecutive bytes of one row):
 //
-//   q8_0, nb = cols / 32 blocks:
-//     quants  nb x 512 B: block b, then k = 0..7, then row r: dword k of row r's block b,
+//   q8_0, nb = cols / 32 blocks, in pairs of blocks (2b, 2b + 1), 1088 B per pair, so one stream of
+//   aligned 64-byte lines carries both quants and scales:
+//     quants  2 x 512 B:  block, then k = 0..7, then row r: dword k of row r's block,
 //                         each byte stored as q + 128 (u8), which vpdpbusd-style u8 x s8 dots need
-//     scales  nb x 32 B:  block b, then row r: the block's f16 d
+//     scales  2 x 32 B:   block, then row r: the block's f16 d
+//   (with nb odd the last block stands alone: 512 B quants, 32 B scales).
 //   q4_k, nb = cols / 256 super-blocks, 2304 B each (144 B per row, as in GGUF):
 //     qs      2048 B:     chunk c = 0..3, k = 0..7, row r: dword k of row r's qs[32c .. 32c + 32)
 //     d       32 B:       row r: f16 d          dmin 32 B: row r: f16 dmin
 //     scales  192 B:      word w = 0..2, row r: dword w of row r's 12 scale bytes
+//   q6_k, nb = cols / 256 super-blocks, 3360 B each (210 B per row, as in GGUF), with q_i the 6-bit
+//   quants in element order and "group" k = 0..63 the elements 4k .. 4k + 3:
+//     low     2048 B:     m = 0..31, row r: 4 bytes, byte e = (q[4m+e] & 15) | (q[128+4m+e] & 15) << 4
+//     high    1024 B:     p = 0..15, row r: 4 bytes, byte e bits 2s, 2s+1 = q[64s+4p+e] >> 4 (s = 0..3)
+//     scales  256 B:      word w = 0..3, row r: row r's int8 scales[4w .. 4w + 4)
+//     d       32 B:       row r: f16 d
 //
 // The activations of the packed kernels are block-major, (blocks, n_tokens), so a tile of tokens
 // reads one contiguous run per block; their blocks carry what the kernels would otherwise recompute.
@@ -30,13 +38,16 @@ namespace fak::cpu {
 
 constexpr int kPackRows = 16;
 
-// True for the formats that have a packed layout (q8_0, q4_k).
+// True for the formats that have a packed layout (q8_0, q4_k, q6_k).
 bool HasPackedLayout(WeightFormat f);
 // Bytes of the packed copy of a (rows, cols) matrix; 0 when f has no packed layout or cols is not a
 // whole number of its blocks.
 size_t PackedBytes(WeightFormat f, int64_t rows, int64_t cols);
 // Bytes of one packed group of 16 rows.
 size_t PackedGroupBytes(WeightFormat f, int64_t cols);
+// Offsets of q8_0 block b's quants and scales inside a group of nb blocks.
+size_t PackedQ8_0QuantOffset(int64_t b);
+size_t PackedQ8_0ScaleOffset(int64_t nb, int64_t b);
 // Writes the packed copy of `gguf_rows` ((rows, cols) in GGUF block layout, rows back to back) into
 // `out`, which must hold PackedBytes bytes. Any alignment works; 64 bytes is what the kernels prefer.
 Status PackMatrix(GgmlType type, const void* gguf_rows, int64_t rows, int64_t cols, void* out);
@@ -61,6 +72,8 @@ struct ActQ8_K {
   int32_t pad[3];
 };
 static_assert(sizeof(ActQ8_K) == 288);
+
+// The packed q6_k kernels read plain BlockQ8_K activation blocks, block-major.
 
 // Bytes of packed activations for n_tokens rows of n elements.
 size_t PackedActivationBytes(WeightFormat f, int64_t n, int64_t n_tokens);

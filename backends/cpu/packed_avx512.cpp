@@ -18,6 +18,7 @@
 
 #include "backends/cpu/isa_tables.h"
 #include "backends/cpu/packed.h"
+#include "quant/q8_k.h"  // BlockQ8_K
 
 namespace fak::cpu {
 namespace {
@@ -32,19 +33,31 @@ inline __m512i Bcast(const void* p) { return _mm512_set1_epi32(LoadI32(p)); }
 inline void StoreRows(float* y, __m512 v, __mmask16 mask) { _mm512_mask_storeu_ps(y, mask, v); }
 
 // ---------------------------------------------------------------------------------------------------
-// q8_0: tile of 16 rows x T tokens; weights (8 zmm) and scales loaded once per block for all T tokens.
+// q8_0. Blocks come in pairs, [quants 2 x 512 B][scales 2 x 32 B]; ForEachBlockQ8_0 walks a group's
+// blocks in order and hands each one's quants and scales to `body`.
+template <typename Body>
+inline void ForEachBlockQ8_0(const uint8_t* group, int64_t nb, Body&& body) {
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2, group += 1088) {
+    body(b, group, group + 1024);
+    body(b + 1, group + 512, group + 1056);
+  }
+  if (b < nb) body(b, group, group + 512);
+}
+
+// Tile of 16 rows x T tokens; weights (8 zmm) and scales loaded once per block for all T tokens.
 template <int T>
-inline void TileQ8_0(const uint8_t* quants, const uint8_t* scales, int64_t nb, const ActQ8_0* act,
-                     int64_t n_tokens, float* y, int64_t ldy, __mmask16 mask) {
+inline void TileQ8_0(const uint8_t* group, int64_t nb, const ActQ8_0* act, int64_t n_tokens, float* y,
+                     int64_t ldy, __mmask16 mask) {
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m512i* wq = reinterpret_cast<const __m512i*>(quants + b * 512);
+  ForEachBlockQ8_0(group, nb, [&](int64_t b, const uint8_t* quants, const uint8_t* scales) {
+    const __m512i* wq = reinterpret_cast<const __m512i*>(quants);
     const __m512i w0 = _mm512_loadu_si512(wq + 0), w1 = _mm512_loadu_si512(wq + 1);
     const __m512i w2 = _mm512_loadu_si512(wq + 2), w3 = _mm512_loadu_si512(wq + 3);
     const __m512i w4 = _mm512_loadu_si512(wq + 4), w5 = _mm512_loadu_si512(wq + 5);
     const __m512i w6 = _mm512_loadu_si512(wq + 6), w7 = _mm512_loadu_si512(wq + 7);
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + b * 32)));
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales)));
     const ActQ8_0* a = act + b * n_tokens;
     for (int t = 0; t < T; ++t) {
       const int8_t* q = a[t].qs;
@@ -60,16 +73,19 @@ inline void TileQ8_0(const uint8_t* quants, const uint8_t* scales, int64_t nb, c
       const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(a[t].d));
       acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(sc, _mm512_cvtepi32_ps(s)));
     }
-  }
+  });
   for (int t = 0; t < T; ++t) StoreRows(y + t * ldy, acc[t], mask);
 }
 
 // Decode: one token; the block's 8 products run as two chains so consecutive blocks overlap.
-inline void VecQ8_0(const uint8_t* quants, const uint8_t* scales, int64_t nb, const ActQ8_0* a, float* y,
-                    __mmask16 mask) {
+inline void VecQ8_0(const uint8_t* group, int64_t nb, const ActQ8_0* a, float* y, __mmask16 mask) {
   __m512 acc = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m512i* wq = reinterpret_cast<const __m512i*>(quants + b * 512);
+  ForEachBlockQ8_0(group, nb, [&](int64_t b, const uint8_t* quants, const uint8_t* scales) {
+    const __m512i* wq = reinterpret_cast<const __m512i*>(quants);
+#ifdef FAK_PF
+    for (int l = 0; l < 8; ++l) _mm_prefetch(reinterpret_cast<const char*>(quants) + FAK_PF + 64 * l, FAK_HINT);
+    if (b & 1) _mm_prefetch(reinterpret_cast<const char*>(scales) + FAK_PF, FAK_HINT);
+#endif
     const int8_t* q = a[b].qs;
     __m512i s0 = _mm512_set1_epi32(a[b].corr), s1 = _mm512_setzero_si512();
     s0 = _mm512_dpbusd_epi32(s0, _mm512_loadu_si512(wq + 0), Bcast(q + 0));
@@ -80,21 +96,21 @@ inline void VecQ8_0(const uint8_t* quants, const uint8_t* scales, int64_t nb, co
     s1 = _mm512_dpbusd_epi32(s1, _mm512_loadu_si512(wq + 5), Bcast(q + 20));
     s0 = _mm512_dpbusd_epi32(s0, _mm512_loadu_si512(wq + 6), Bcast(q + 24));
     s1 = _mm512_dpbusd_epi32(s1, _mm512_loadu_si512(wq + 7), Bcast(q + 28));
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + b * 32)));
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales)));
     const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(a[b].d));
     acc = _mm512_add_ps(acc, _mm512_mul_ps(sc, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1))));
-  }
+  });
   StoreRows(y, acc, mask);
 }
 
 constexpr int kTokensQ8_0 = 8;
 
 template <int T>
-inline void TileQ8_0Tail(int count, const uint8_t* quants, const uint8_t* scales, int64_t nb,
-                         const ActQ8_0* act, int64_t n_tokens, float* y, int64_t ldy, __mmask16 mask) {
+inline void TileQ8_0Tail(int count, const uint8_t* group, int64_t nb, const ActQ8_0* act, int64_t n_tokens,
+                         float* y, int64_t ldy, __mmask16 mask) {
   if constexpr (T > 0) {
-    if (count == T) return TileQ8_0<T>(quants, scales, nb, act, n_tokens, y, ldy, mask);
-    TileQ8_0Tail<T - 1>(count, quants, scales, nb, act, n_tokens, y, ldy, mask);
+    if (count == T) return TileQ8_0<T>(group, nb, act, n_tokens, y, ldy, mask);
+    TileQ8_0Tail<T - 1>(count, group, nb, act, n_tokens, y, ldy, mask);
   }
 }
 
@@ -104,21 +120,20 @@ void PackedQ8_0(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
   const size_t group_bytes = PackedGroupBytes(WeightFormat::kQ8_0, n);
   const auto* a = reinterpret_cast<const ActQ8_0*>(act);
   for (int64_t r = r0; r < r1; r += kPackRows) {
-    const uint8_t* quants = w + (r / kPackRows) * group_bytes;
-    const uint8_t* scales = quants + nb * 512;
+    const uint8_t* group = w + (r / kPackRows) * group_bytes;
     const int64_t valid = r1 - r < kPackRows ? r1 - r : kPackRows;
     const __mmask16 mask = static_cast<__mmask16>((1u << valid) - 1);
     if (n_tokens == 1) {
-      VecQ8_0(quants, scales, nb, a, y + r, mask);
+      VecQ8_0(group, nb, a, y + r, mask);
       continue;
     }
     int64_t t = 0;
     for (; t + kTokensQ8_0 <= n_tokens; t += kTokensQ8_0) {
-      TileQ8_0<kTokensQ8_0>(quants, scales, nb, a + t, n_tokens, y + t * ldy + r, ldy, mask);
+      TileQ8_0<kTokensQ8_0>(group, nb, a + t, n_tokens, y + t * ldy + r, ldy, mask);
     }
     if (t < n_tokens) {
-      TileQ8_0Tail<kTokensQ8_0 - 1>(static_cast<int>(n_tokens - t), quants, scales, nb, a + t, n_tokens,
-                                    y + t * ldy + r, ldy, mask);
+      TileQ8_0Tail<kTokensQ8_0 - 1>(static_cast<int>(n_tokens - t), group, nb, a + t, n_tokens, y + t * ldy + r,
+                                    ldy, mask);
     }
   }
 }
@@ -248,6 +263,117 @@ void PackedQ4_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
   }
 }
 
+// ---------------------------------------------------------------------------------------------------
+// q6_k. Quants of group k (elements 4k..4k+3) = low nibble from dword k % 32 of the low area (its low
+// half for k < 32, high half otherwise) | the 2 bits of the high area's dword k % 16 at 2 * (k / 16),
+// moved to bits 4-5. S = sum_j sc_j * sum q*a - 32 * sum_j sc_j * bsum_j, exact in int32.
+
+struct Q6_KScales {
+  __m512i sc[16];     // signed sc_j per lane
+  __m512i scpair[8];  // int16 (sc_2k, sc_2k+1) per lane
+  __m512 d;
+};
+
+inline void UnpackScalesQ6_K(const uint8_t* sb, Q6_KScales* s) {
+  for (int w = 0; w < 4; ++w) {
+    const __m512i v = _mm512_loadu_si512(sb + 3072 + w * 64);
+    for (int e = 0; e < 4; ++e) {
+      s->sc[4 * w + e] = _mm512_srai_epi32(_mm512_shuffle_epi8(v, DwordBytes(-1, -1, -1, e)), 24);
+    }
+    s->scpair[2 * w] = _mm512_srai_epi16(_mm512_shuffle_epi8(v, DwordBytes(-1, 0, -1, 1)), 8);
+    s->scpair[2 * w + 1] = _mm512_srai_epi16(_mm512_shuffle_epi8(v, DwordBytes(-1, 2, -1, 3)), 8);
+  }
+  s->d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 3328)));
+}
+
+// The 6-bit quants of group k = 16 * S + p, one dword per row.
+template <int S>
+inline __m512i QuantsQ6_K(const uint8_t* sb, int p) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+  const __m512i l = _mm512_loadu_si512(sb + ((16 * S + p) % 32) * 64);
+  const __m512i h = _mm512_loadu_si512(sb + 2048 + p * 64);
+  const __m512i lo = S < 2 ? _mm512_and_si512(l, low4) : _mm512_and_si512(_mm512_srli_epi16(l, 4), low4);
+  __m512i hi;
+  if constexpr (S == 0) hi = _mm512_slli_epi16(h, 4);
+  else if constexpr (S == 1) hi = _mm512_slli_epi16(h, 2);
+  else if constexpr (S == 2) hi = h;
+  else hi = _mm512_srli_epi16(h, 2);
+  return _mm512_ternarylogic_epi32(lo, hi, bits45, 0xF8);  // lo | (hi & 0x30)
+}
+
+// Sub-blocks 4S .. 4S + 3 (groups 16S .. 16S + 15) for T tokens into isum.
+template <int S, int T>
+inline void QuarterQ6_K(const uint8_t* sb, const Q6_KScales& s, const BlockQ8_K* a, __m512i isum[T]) {
+  for (int jj = 0; jj < 4; ++jj) {
+    __m512i acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_si512();
+    for (int g = 0; g < 4; ++g) {
+      const int p = 4 * jj + g;
+      const __m512i q = QuantsQ6_K<S>(sb, p);
+      for (int t = 0; t < T; ++t) acc[t] = _mm512_dpbusd_epi32(acc[t], q, Bcast(a[t].qs + 4 * (16 * S + p)));
+    }
+    for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(acc[t], s.sc[4 * S + jj]));
+  }
+}
+
+template <int T>
+inline void TileQ6_K(const uint8_t* group, int64_t nb, const BlockQ8_K* act, int64_t n_tokens, float* y,
+                     int64_t ldy, __mmask16 mask) {
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* sb = group + b * 3360;
+    Q6_KScales s;
+    UnpackScalesQ6_K(sb, &s);
+    const BlockQ8_K* a = act + b * n_tokens;
+    __m512i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+    QuarterQ6_K<0, T>(sb, s, a, isum);
+    QuarterQ6_K<1, T>(sb, s, a, isum);
+    QuarterQ6_K<2, T>(sb, s, a, isum);
+    QuarterQ6_K<3, T>(sb, s, a, isum);
+    for (int t = 0; t < T; ++t) {
+      __m512i corr = _mm512_setzero_si512();
+      for (int k = 0; k < 8; ++k) corr = _mm512_dpwssd_epi32(corr, s.scpair[k], Bcast(a[t].bsums + 2 * k));
+      const __m512i total = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(corr, 5));
+      const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(a[t].d), s.d);
+      acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(total)));
+    }
+  }
+  for (int t = 0; t < T; ++t) StoreRows(y + t * ldy, acc[t], mask);
+}
+
+constexpr int kTokensQ6_K = 8;
+
+template <int T>
+inline void TileQ6_KTail(int count, const uint8_t* group, int64_t nb, const BlockQ8_K* act, int64_t n_tokens,
+                         float* y, int64_t ldy, __mmask16 mask) {
+  if constexpr (T > 0) {
+    if (count == T) return TileQ6_K<T>(group, nb, act, n_tokens, y, ldy, mask);
+    TileQ6_KTail<T - 1>(count, group, nb, act, n_tokens, y, ldy, mask);
+  }
+}
+
+void PackedQ6_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_tokens, float* y, int64_t ldy,
+                int64_t r0, int64_t r1) {
+  const int64_t nb = n / 256;
+  const size_t group_bytes = PackedGroupBytes(WeightFormat::kQ6_K, n);
+  const auto* a = reinterpret_cast<const BlockQ8_K*>(act);
+  for (int64_t r = r0; r < r1; r += kPackRows) {
+    const uint8_t* group = w + (r / kPackRows) * group_bytes;
+    const int64_t valid = r1 - r < kPackRows ? r1 - r : kPackRows;
+    const __mmask16 mask = static_cast<__mmask16>((1u << valid) - 1);
+    int64_t t = 0;
+    for (; t + kTokensQ6_K <= n_tokens; t += kTokensQ6_K) {
+      TileQ6_K<kTokensQ6_K>(group, nb, a + t, n_tokens, y + t * ldy + r, ldy, mask);
+    }
+    if (t < n_tokens) {
+      TileQ6_KTail<kTokensQ6_K - 1>(static_cast<int>(n_tokens - t), group, nb, a + t, n_tokens, y + t * ldy + r,
+                                    ldy, mask);
+    }
+  }
+}
+
 }  // namespace
 
 void FillAvx512Packed(KernelTable* t) {
@@ -255,6 +381,8 @@ void FillAvx512Packed(KernelTable* t) {
   t->packed[static_cast<int>(WeightFormat::kQ4_K)] = PackedQ4_K;
   t->packed_native[static_cast<int>(WeightFormat::kQ8_0)] = true;
   t->packed_native[static_cast<int>(WeightFormat::kQ4_K)] = true;
+  t->packed[static_cast<int>(WeightFormat::kQ6_K)] = PackedQ6_K;
+  t->packed_native[static_cast<int>(WeightFormat::kQ6_K)] = true;
 }
 
 }  // namespace fak::cpu

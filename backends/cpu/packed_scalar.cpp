@@ -6,6 +6,7 @@
 #include "backends/cpu/packed.h"
 #include "quant/f16.h"   // Fp16ToFp32
 #include "quant/q4_k.h"  // Q4_KScaleMin
+#include "quant/q8_k.h"  // BlockQ8_K
 
 namespace fak::cpu {
 namespace {
@@ -17,7 +18,6 @@ void PackedQ8_0(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
   const auto* a = reinterpret_cast<const ActQ8_0*>(act);  // (nb, n_tokens)
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* quants = w + (r / kPackRows) * group_bytes;
-    const uint8_t* scales = quants + nb * 512;
     const int lane = static_cast<int>(r % kPackRows);
     for (int64_t t = 0; t < n_tokens; ++t) {
       float acc = 0.0f;
@@ -25,11 +25,11 @@ void PackedQ8_0(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
         const ActQ8_0& ab = a[b * n_tokens + t];
         int32_t isum = ab.corr;  // sum (q + 128) * a - 128 * sum a = sum q * a
         for (int k = 0; k < 8; ++k) {
-          const uint8_t* u = quants + b * 512 + k * 64 + lane * 4;
+          const uint8_t* u = quants + PackedQ8_0QuantOffset(b) + k * 64 + lane * 4;
           for (int j = 0; j < 4; ++j) isum += static_cast<int32_t>(u[j]) * ab.qs[4 * k + j];
         }
         uint16_t d;
-        std::memcpy(&d, scales + (b * kPackRows + lane) * 2, 2);
+        std::memcpy(&d, quants + PackedQ8_0ScaleOffset(nb, b) + lane * 2, 2);
         const float s = Fp16ToFp32(d) * ab.d;
         acc = acc + s * static_cast<float>(isum);
       }
@@ -78,11 +78,48 @@ void PackedQ4_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
   }
 }
 
+void PackedQ6_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_tokens, float* y, int64_t ldy,
+                int64_t r0, int64_t r1) {
+  const int64_t nb = n / 256;
+  const size_t group_bytes = PackedGroupBytes(WeightFormat::kQ6_K, n);
+  const auto* a = reinterpret_cast<const BlockQ8_K*>(act);  // (nb, n_tokens)
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* group = w + (r / kPackRows) * group_bytes;
+    const int lane = static_cast<int>(r % kPackRows);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* sb = group + b * 3360;
+        const BlockQ8_K& ab = a[b * n_tokens + t];
+        int32_t s = 0;
+        for (int j = 0; j < 16; ++j) {
+          const int8_t sc = static_cast<int8_t>(sb[3072 + (j / 4) * 64 + lane * 4 + j % 4]);
+          int32_t isum = 0;
+          for (int i = 16 * j; i < 16 * j + 16; ++i) {
+            const int k = i / 4, e = i % 4;
+            const uint8_t low = sb[(k % 32) * 64 + lane * 4 + e];
+            const uint8_t high = sb[2048 + (k % 16) * 64 + lane * 4 + e];
+            const int q = ((k < 32 ? low : low >> 4) & 15) | ((high >> (2 * (k / 16))) & 3) << 4;
+            isum += (q - 32) * ab.qs[i];
+          }
+          s += sc * isum;
+        }
+        uint16_t d;
+        std::memcpy(&d, sb + 3328 + 2 * lane, 2);
+        const float dd = ab.d * Fp16ToFp32(d);
+        acc = acc + dd * static_cast<float>(s);
+      }
+      y[t * ldy + r] = acc;
+    }
+  }
+}
+
 }  // namespace
 
 void FillScalarPacked(KernelTable* t) {
   t->packed[static_cast<int>(WeightFormat::kQ8_0)] = PackedQ8_0;
   t->packed[static_cast<int>(WeightFormat::kQ4_K)] = PackedQ4_K;
+  t->packed[static_cast<int>(WeightFormat::kQ6_K)] = PackedQ6_K;
   for (bool& native : t->packed_native) native = false;
 }
 

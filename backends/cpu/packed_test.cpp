@@ -26,7 +26,9 @@ std::string Hex(float f) {
   return buf;
 }
 
-GgmlType TypeOf(WeightFormat f) { return f == WeightFormat::kQ8_0 ? GgmlType::kQ8_0 : GgmlType::kQ4_K; }
+GgmlType TypeOf(WeightFormat f) {
+  return f == WeightFormat::kQ8_0 ? GgmlType::kQ8_0 : f == WeightFormat::kQ4_K ? GgmlType::kQ4_K : GgmlType::kQ6_K;
+}
 
 std::vector<uint8_t> Pack(const RandomMatrix& m) {
   std::vector<uint8_t> out(PackedBytes(m.format, m.rows, m.cols), 0xEE);
@@ -43,16 +45,18 @@ TEST(Packed, Sizes) {
   EXPECT_EQ(PackedBytes(WeightFormat::kQ4_K, 16, 100), 0u);
   EXPECT_EQ(PackedBytes(WeightFormat::kF16, 16, 256), 0u);
   EXPECT_TRUE(HasPackedLayout(WeightFormat::kQ8_0));
-  EXPECT_FALSE(HasPackedLayout(WeightFormat::kQ6_K));
+  EXPECT_TRUE(HasPackedLayout(WeightFormat::kQ6_K));
+  EXPECT_FALSE(HasPackedLayout(WeightFormat::kF16));
+  EXPECT_EQ(PackedGroupBytes(WeightFormat::kQ6_K, 512), 16u * 2 * 210);
 }
 
 TEST(Packed, RejectsWhatItCannotPack) {
   std::vector<uint8_t> in(1 << 16), out(1 << 16);
-  EXPECT_EQ(PackMatrix(GgmlType::kQ6_K, in.data(), 16, 256, out.data()).code(), StatusCode::kUnsupported);
+  EXPECT_EQ(PackMatrix(GgmlType::kQ5_K, in.data(), 16, 256, out.data()).code(), StatusCode::kUnsupported);
   EXPECT_EQ(PackMatrix(GgmlType::kQ8_0, in.data(), 16, 33, out.data()).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(PackMatrix(GgmlType::kQ4_K, in.data(), 0, 256, out.data()).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(PackMatrix(GgmlType::kQ8_0, nullptr, 16, 32, out.data()).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(MakePackedQuantMatrix(GgmlType::kQ6_K, in.data(), 16, 256).status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(MakePackedQuantMatrix(GgmlType::kF16, in.data(), 16, 256).status().code(), StatusCode::kUnsupported);
 }
 
 class PackedIsaTest : public ::testing::TestWithParam<Isa> {};
@@ -62,7 +66,7 @@ TEST_P(PackedIsaTest, EqualsReferenceBitForBit) {
   const KernelTable* k = KernelsFor(GetParam());
   ASSERT_NE(k, nullptr);
   uint32_t seed = 900;
-  for (WeightFormat f : {WeightFormat::kQ8_0, WeightFormat::kQ4_K}) {
+  for (WeightFormat f : {WeightFormat::kQ8_0, WeightFormat::kQ4_K, WeightFormat::kQ6_K}) {
     const int fi = static_cast<int>(f);
     ASSERT_NE(k->packed[fi], nullptr);
     const std::vector<int64_t> cols_list =
@@ -112,7 +116,7 @@ TEST(Packed, MatMulOpMatchesPlainLayout) {
   std::mt19937 rng(7);
   std::normal_distribution<float> g(0.0f, 1.0f);
   ThreadPool pool1(1), pool2(2);
-  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K}) {
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
     const int64_t rows = 53, cols = 512;
     const size_t row_bytes = *GgmlRowBytes(type, cols);
     std::vector<float> wf(rows * cols);
