@@ -43,7 +43,7 @@ def load_npy(path):
 
 
 def read_safetensors_tensor(paths, name):
-  """One tensor from a list of safetensors files, as float64; None when no file holds it."""
+  """One tensor from a list of safetensors files, as float32; None when no file holds it."""
   for path in paths:
     with open(path, "rb") as f:
       header_len = struct.unpack("<Q", f.read(8))[0]
@@ -62,7 +62,7 @@ def read_safetensors_tensor(paths, name):
       values = bits.view(np.float32)
     else:
       values = np.frombuffer(raw, dtype=np.dtype(kind).newbyteorder("<"))
-    return values.astype(np.float64).reshape(info["shape"])
+    return values.astype(np.float32).reshape(info["shape"])
   return None
 
 
@@ -137,7 +137,8 @@ def compare_prompt(fixture_dir, prompt, dump_path, w_out):
 
   if w_out is not None and "hidden_file" in prompt:
     hidden = load_npy(os.path.join(fixture_dir, prompt["hidden_file"]))
-    rebuilt = hidden[positions] @ w_out.T
+    # float32 like the lm_head itself; a (vocab, d) matrix of a real model in float64 would not fit.
+    rebuilt = (hidden[positions].astype(np.float32) @ w_out.T).astype(np.float64)
     result["all_positions"] = summarize(*row_metrics(rebuilt, dump))
 
   want = np.array([prompt["argmax"][p] for p in positions])

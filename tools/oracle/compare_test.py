@@ -30,8 +30,8 @@ def load_oracle(name):
 def rebuilt_logits(name, prompt):
   """Every position's logits as hidden . W_out^T, float32 like an engine would dump them."""
   d = os.path.join(FIXTURES, name)
-  hidden = np.load(os.path.join(d, prompt["hidden_file"])).astype(np.float64)
-  return (hidden @ compare.output_matrix(d).T).astype(np.float32)
+  hidden = np.load(os.path.join(d, prompt["hidden_file"]))
+  return hidden @ compare.output_matrix(d).T
 
 
 def run_compare(*args):

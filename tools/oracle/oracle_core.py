@@ -91,7 +91,7 @@ def greedy(model, ids, n_new):
   return tokens, top2_margin(scores).tolist()
 
 
-def record_prompt(out_dir, index, prompt, model32, model16=None):
+def record_prompt(out_dir, index, prompt, model32, model16=None, keep_residuals=True):
   """Writes logits_p<N>.npy, hidden_p<N>.npy, residual_p<N>.npy and returns the prompt's oracle.json entry.
 
   model32 is the float32 reference; model16 (optional) a bfloat16 run recorded for information only.
@@ -108,7 +108,8 @@ def record_prompt(out_dir, index, prompt, model32, model16=None):
   positions = prompt["logits_positions"]
   np.save(os.path.join(out_dir, f"logits_p{index}.npy"), logits[positions].numpy().astype("<f4"))
   np.save(os.path.join(out_dir, f"hidden_p{index}.npy"), hidden.numpy().astype("<f4"))
-  np.save(os.path.join(out_dir, f"residual_p{index}.npy"), residuals.numpy().astype("<f4"))
+  if keep_residuals:
+    np.save(os.path.join(out_dir, f"residual_p{index}.npy"), residuals.numpy().astype("<f4"))
 
   top = torch.topk(logits, TOP_K, dim=-1)
   argmax = torch.argmax(logits, dim=-1)
@@ -128,10 +129,11 @@ def record_prompt(out_dir, index, prompt, model32, model16=None):
       "logits_file": f"logits_p{index}.npy",
       "logits_positions": positions,
       "hidden_file": f"hidden_p{index}.npy",
-      "residual_file": f"residual_p{index}.npy",
       "logits_rebuild_max_abs_diff": rebuild_err,
       "greedy": {"max_new_tokens": GREEDY_TOKENS, "tokens": tokens, "top2_margin": greedy_margins},
   }
+  if keep_residuals:
+    record["residual_file"] = f"residual_p{index}.npy"
   if model16 is not None:
     logits16, _, _ = forward_all(model16, ids)
     cos16 = cosine_rows(logits16, logits)

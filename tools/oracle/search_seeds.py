@@ -24,6 +24,7 @@ import torch  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fixture_specs  # noqa: E402
 import make_fixtures  # noqa: E402
+import oracle_core as core  # noqa: E402
 
 
 @torch.no_grad()
@@ -34,12 +35,12 @@ def score(spec, prompts):
   rel, distinct, argmax = [], [], set()
   for p in prompts:
     logits = model(input_ids=torch.tensor([p["ids"]]), use_cache=False).logits[0]
-    rel += (make_fixtures.top2_margin(logits) / logits.std(-1)).tolist()
+    rel += (core.top2_margin(logits) / logits.std(-1)).tolist()
     argmax.update(logits.argmax(-1).tolist())
-    gen = model.generate(torch.tensor([p["ids"]]), do_sample=False, max_new_tokens=make_fixtures.GREEDY_TOKENS,
+    gen = model.generate(torch.tensor([p["ids"]]), do_sample=False, max_new_tokens=core.GREEDY_TOKENS,
                          eos_token_id=None, pad_token_id=0, output_scores=True, return_dict_in_generate=True)
     scores = torch.stack([s[0] for s in gen.scores]).float()
-    rel += (make_fixtures.top2_margin(scores) / scores.std(-1)).tolist()
+    rel += (core.top2_margin(scores) / scores.std(-1)).tolist()
     distinct.append(len(set(gen.sequences[0, len(p["ids"]):].tolist())))
   return np.array(rel), distinct, len(argmax)
 
@@ -60,7 +61,7 @@ def main():
     if key not in init:
       parser.error(f"unknown init key {key!r} (have {sorted(init)})")
     init[key] = float(value)
-  prompts = fixture_specs.prompts(make_fixtures.load_tokenizer())
+  prompts = fixture_specs.prompts(core.load_tokenizer())
   for seed in range(args.first, args.first + args.count):
     rel, distinct, n_argmax = score(dataclasses.replace(base, seed=seed, init=init), prompts)
     print(f"{args.name} {init} seed {seed}: min rel margin {rel.min():.5f}, below 0.01: {np.mean(rel < 0.01):.3f}, "
