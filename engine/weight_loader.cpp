@@ -94,7 +94,14 @@ Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int
   } else {
     const size_t src_row = static_cast<size_t>(*GgmlRowBytes(t.type, static_cast<uint64_t>(cols)));
     std::vector<float> scratch(static_cast<size_t>(cols));
+    constexpr size_t kReleaseEvery = size_t{16} << 20;  // give source pages back every 16 MiB read
+    size_t released = 0;
     for (int64_t r = 0; r < rows; ++r) {
+      const size_t read = static_cast<size_t>(r) * src_row;
+      if (read - released >= kReleaseEvery) {
+        source_.Release(t.data + released, read - released);
+        released = read;
+      }
       const uint8_t* s = t.data + static_cast<size_t>(r) * src_row;
       uint8_t* d = dst + static_cast<size_t>(r) * w.row_bytes;
       if (target == GgmlType::kF32) {
@@ -105,7 +112,7 @@ Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int
       }
     }
   }
-  source_.Release(t);
+  source_.Release(t.data, t.n_bytes);
   w.data = dst;
   return w;
 }

@@ -40,7 +40,7 @@ class GgufSource final : public WeightSource {
   std::string kind() const override { return "gguf"; }
   std::string tokenizer_path() const override { return path_; }
   bool rope_neox() const override { return config_.arch != "llama"; }
-  void Release(const SourceTensor& t) const override { DropPages(t.data, t.n_bytes); }
+  void Release(const uint8_t* data, uint64_t n) const override { DropPages(data, n); }
 
  private:
   GgufFile file_;
@@ -92,7 +92,7 @@ class HfSource final : public WeightSource {
   std::string kind() const override { return "huggingface"; }
   std::string tokenizer_path() const override { return dir_; }
   bool rope_neox() const override { return true; }
-  void Release(const SourceTensor& t) const override { DropPages(t.data, t.n_bytes); }
+  void Release(const uint8_t* data, uint64_t n) const override { DropPages(data, n); }
 
  private:
   std::string dir_;

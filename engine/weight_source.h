@@ -36,8 +36,9 @@ class WeightSource {
   // True when q/k rows are laid out for rotate-half ("neox") RoPE: HF checkpoints and GGUF qwen2/3.
   // GGUF llama files permute q/k rows for the interleaved-pair form.
   virtual bool rope_neox() const = 0;
-  // Lets the source drop pages it no longer needs from memory (after a tensor was converted).
-  virtual void Release(const SourceTensor& t) const {}
+  // Lets the source drop pages it no longer needs from memory (bytes of a tensor already converted),
+  // so a lean load's resident memory stays near the size of the converted weights.
+  virtual void Release(const uint8_t* data, uint64_t n_bytes) const {}
 };
 
 // Opens FILE.gguf, a .safetensors file beside a config.json, or a checkpoint folder.
