@@ -40,23 +40,23 @@ void PackGroupQ8_0(const BlockQ8_0* const rows[kPackRows], int valid, int64_t nb
 
 void PackGroupQ4_K(const BlockQ4_K* const rows[kPackRows], int valid, int64_t nb, uint8_t* out) {
   for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* sb = out + b * 2304;
+    uint8_t* sb = out + b * kQ4_KPackBytes;
     for (int r = 0; r < kPackRows; ++r) {
       BlockQ4_K zero{};
       const BlockQ4_K& blk = r < valid ? rows[r][b] : zero;
       for (int c = 0; c < 4; ++c) {
-        for (int k = 0; k < 8; ++k) std::memcpy(sb + c * 512 + k * 64 + r * 4, blk.qs + 32 * c + 4 * k, 4);
+        for (int k = 0; k < 8; ++k) std::memcpy(sb + kQ4_KPackQs + c * 512 + k * 64 + r * 4, blk.qs + 32 * c + 4 * k, 4);
       }
-      std::memcpy(sb + 2048 + 2 * r, &blk.d, 2);
-      std::memcpy(sb + 2080 + 2 * r, &blk.dmin, 2);
-      for (int w = 0; w < 3; ++w) std::memcpy(sb + 2112 + w * 64 + r * 4, blk.scales + 4 * w, 4);
+      std::memcpy(sb + kQ4_KPackD + 2 * r, &blk.d, 2);
+      std::memcpy(sb + kQ4_KPackDmin + 2 * r, &blk.dmin, 2);
+      for (int w = 0; w < 3; ++w) std::memcpy(sb + kQ4_KPackScales + w * 64 + r * 4, blk.scales + 4 * w, 4);
     }
   }
 }
 
 void PackGroupQ6_K(const BlockQ6_K* const rows[kPackRows], int valid, int64_t nb, uint8_t* out) {
   for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* sb = out + b * 3360;
+    uint8_t* sb = out + b * kQ6_KPackBytes;
     for (int r = 0; r < kPackRows; ++r) {
       BlockQ6_K zero{};
       const BlockQ6_K& blk = r < valid ? rows[r][b] : zero;
@@ -64,18 +64,18 @@ void PackGroupQ6_K(const BlockQ6_K* const rows[kPackRows], int valid, int64_t nb
       UnpackQ6_K(blk, q);
       for (int m = 0; m < 32; ++m) {
         for (int e = 0; e < 4; ++e) {
-          sb[m * 64 + r * 4 + e] = static_cast<uint8_t>((q[4 * m + e] & 15) | (q[128 + 4 * m + e] & 15) << 4);
+          sb[(m < 16 ? kQ6_KPackLow0 + m * 64 : kQ6_KPackLow1 + (m - 16) * 64) + r * 4 + e] = static_cast<uint8_t>((q[4 * m + e] & 15) | (q[128 + 4 * m + e] & 15) << 4);
         }
       }
       for (int p = 0; p < 16; ++p) {
         for (int e = 0; e < 4; ++e) {
           uint8_t byte = 0;
           for (int s = 0; s < 4; ++s) byte = static_cast<uint8_t>(byte | (q[64 * s + 4 * p + e] >> 4) << (2 * s));
-          sb[2048 + p * 64 + r * 4 + e] = byte;
+          sb[kQ6_KPackHigh + p * 64 + r * 4 + e] = byte;
         }
       }
-      for (int w = 0; w < 4; ++w) std::memcpy(sb + 3072 + w * 64 + r * 4, blk.scales + 4 * w, 4);
-      std::memcpy(sb + 3328 + 2 * r, &blk.d, 2);
+      for (int w = 0; w < 4; ++w) std::memcpy(sb + kQ6_KPackScales + w * 64 + r * 4, blk.scales + 4 * w, 4);
+      std::memcpy(sb + kQ6_KPackD + 2 * r, &blk.d, 2);
     }
   }
 }

@@ -49,10 +49,10 @@ void PackedQ4_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
     for (int64_t t = 0; t < n_tokens; ++t) {
       float acc = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* sb = group + b * 2304;
+        const uint8_t* sb = group + b * kQ4_KPackBytes;
         const ActQ8_K& ab = a[b * n_tokens + t];
         uint8_t scales[12];
-        for (int word = 0; word < 3; ++word) std::memcpy(scales + 4 * word, sb + 2112 + word * 64 + lane * 4, 4);
+        for (int word = 0; word < 3; ++word) std::memcpy(scales + 4 * word, sb + kQ4_KPackScales + word * 64 + lane * 4, 4);
         int32_t s = 0, ms = 0;
         for (int j = 0; j < 8; ++j) {
           uint8_t sc, m;
@@ -60,15 +60,15 @@ void PackedQ4_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
           const int c = j / 2, shift = (j & 1) * 4;
           int32_t isum = 0;
           for (int i = 0; i < 32; ++i) {
-            const uint8_t byte = sb[c * 512 + (i / 4) * 64 + lane * 4 + i % 4];
+            const uint8_t byte = sb[kQ4_KPackQs + c * 512 + (i / 4) * 64 + lane * 4 + i % 4];
             isum += ((byte >> shift) & 0xF) * static_cast<int32_t>(ab.qs[32 * j + i]);
           }
           s += sc * isum;
           ms += m * ab.bsum32[j];
         }
         uint16_t d, dmin;
-        std::memcpy(&d, sb + 2048 + 2 * lane, 2);
-        std::memcpy(&dmin, sb + 2080 + 2 * lane, 2);
+        std::memcpy(&d, sb + kQ4_KPackD + 2 * lane, 2);
+        std::memcpy(&dmin, sb + kQ4_KPackDmin + 2 * lane, 2);
         const float dd = ab.d * Fp16ToFp32(d);
         const float dm = ab.d * Fp16ToFp32(dmin);
         acc = acc + (dd * static_cast<float>(s) - dm * static_cast<float>(ms));
@@ -89,23 +89,24 @@ void PackedQ6_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
     for (int64_t t = 0; t < n_tokens; ++t) {
       float acc = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* sb = group + b * 3360;
+        const uint8_t* sb = group + b * kQ6_KPackBytes;
         const BlockQ8_K& ab = a[b * n_tokens + t];
         int32_t s = 0;
         for (int j = 0; j < 16; ++j) {
-          const int8_t sc = static_cast<int8_t>(sb[3072 + (j / 4) * 64 + lane * 4 + j % 4]);
+          const int8_t sc = static_cast<int8_t>(sb[kQ6_KPackScales + (j / 4) * 64 + lane * 4 + j % 4]);
           int32_t isum = 0;
           for (int i = 16 * j; i < 16 * j + 16; ++i) {
             const int k = i / 4, e = i % 4;
-            const uint8_t low = sb[(k % 32) * 64 + lane * 4 + e];
-            const uint8_t high = sb[2048 + (k % 16) * 64 + lane * 4 + e];
+            const int m = k % 32;
+            const uint8_t low = sb[(m < 16 ? kQ6_KPackLow0 + m * 64 : kQ6_KPackLow1 + (m - 16) * 64) + lane * 4 + e];
+            const uint8_t high = sb[kQ6_KPackHigh + (k % 16) * 64 + lane * 4 + e];
             const int q = ((k < 32 ? low : low >> 4) & 15) | ((high >> (2 * (k / 16))) & 3) << 4;
             isum += (q - 32) * ab.qs[i];
           }
           s += sc * isum;
         }
         uint16_t d;
-        std::memcpy(&d, sb + 3328 + 2 * lane, 2);
+        std::memcpy(&d, sb + kQ6_KPackD + 2 * lane, 2);
         const float dd = ab.d * Fp16ToFp32(d);
         acc = acc + dd * static_cast<float>(s);
       }
