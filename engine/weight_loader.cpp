@@ -33,6 +33,7 @@ bool Fits(GgmlType t, int64_t cols) {
 void WeightLoader::BeginLoad(WeightArena* arena) {
   pass_ = Pass::kLoad;
   arena_ = arena;
+  progress_ = std::make_unique<ProgressBar>("loading weights", planned_bytes_);
 }
 
 GgmlType WeightLoader::TargetType(GgmlType src, int64_t cols, bool embedding) const {
@@ -113,6 +114,7 @@ Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int
     }
   }
   source_.Release(t.data, t.n_bytes);
+  progress_->Update(arena_->used());
   w.data = dst;
   return w;
 }

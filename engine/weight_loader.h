@@ -5,10 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "core/progress.h"
 #include "engine/model.h"
 
 namespace fak {
@@ -46,6 +48,7 @@ class WeightLoader {
   LoadOptions options_;
   Pass pass_ = Pass::kPlan;
   WeightArena* arena_ = nullptr;
+  std::unique_ptr<ProgressBar> progress_;  // drawn on stderr when it is a terminal
   uint64_t planned_bytes_ = 0;
   uint64_t loaded_bytes_ = 0;
 };
