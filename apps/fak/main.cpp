@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
   fak::cli::RegisterRun(app, ctx);
   fak::cli::RegisterChat(app, ctx);
   fak::cli::RegisterBench(app, ctx);
+  fak::cli::RegisterSynth(app, ctx);
+  fak::cli::RegisterQuantize(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
