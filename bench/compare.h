@@ -1,0 +1,41 @@
+// fak bench compare: runs every arm over the same fitted prompts and writes the run folder
+// <out_root>/by-machine/<host>/<UTC timestamp>-<name>/ with manifest.json, packet.json and per arm
+// <arm>-raw.json and <arm>-quality.json.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace fak::bench {
+
+struct CompareOptions {
+  std::string model_path;
+  std::vector<std::string> arms;  // specs, see MakeArm
+  int64_t prompts = 20;
+  int64_t ctx = 128;
+  int64_t gen = 64;
+  std::string name = "compare";
+  std::string reference;  // an arm spec or file name; default the first arm
+  std::string prompt_set_path = "bench/prompts/prompts-v1.jsonl";
+  std::string tokenizer_path;  // default: the model file's own tokenizer
+  std::string out_root = "bench/runs";
+  int threads = 0;  // 0: FAK_THREADS or every CPU
+  double arm_timeout_seconds = 1800;
+  double startup_timeout_seconds = 300;
+  double request_timeout_seconds = 600;
+  std::string fak_version;                // recorded for fak arms and in the manifest
+  std::vector<std::string> command_line;  // argv as given, recorded in the manifest
+  bool quiet = false;                     // no progress lines on stderr
+};
+
+struct CompareOutcome {
+  std::string run_dir;
+  std::string packet_path;
+  int failed_arms = 0;
+};
+
+Result<CompareOutcome> RunCompare(const CompareOptions& options);
+
+}  // namespace fak::bench
