@@ -5,9 +5,12 @@
 #include <string>
 
 #include "backends/cpu/kernel_bench.h"
+#include "backends/cpu/model_bench.h"
 
 int main(int argc, char** argv) {
   fak::cpu::KernelBenchOptions o;
+  fak::cpu::ModelBenchOptions mo;
+  bool model = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> const char* {
@@ -17,7 +20,12 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "-t" || a == "--threads") o.threads = std::atoi(next());
+    if (a == "-t" || a == "--threads") o.threads = mo.threads = std::atoi(next());
+    else if (a == "--model") model = true, mo.geometry = next();
+    else if (a == "--quant") mo.quant = next();
+    else if (a == "--gguf-layout") mo.packed = false;
+    else if (a == "--pp") mo.prefill_tokens = std::atoll(next());
+    else if (a == "--reps") mo.decode_reps = std::atoi(next());
     else if (a == "--cols") o.cols = std::atoll(next());
     else if (a == "--rows") o.matmul_rows = std::atoll(next());
     else if (a == "--tokens") o.matmul_tokens = std::atoll(next());
@@ -36,11 +44,13 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: fak_bench_kernels [-t N] [--format F]... [--cols N] [--rows N] [--tokens N] [--seconds S]\n"
+                   "       fak_bench_kernels --model qwen2.5-1.5b [--quant q8_0|q4_k_m] [--gguf-layout] [--pp N]\n"
+                   "                         [--reps N] [-t N]\n"
                    "FAK_ISA=scalar|avx2|avx512|neon forces a kernel level.\n");
       return a == "-h" || a == "--help" ? 0 : 2;
     }
   }
-  const fak::Status s = fak::cpu::RunKernelBench(o);
+  const fak::Status s = model ? fak::cpu::RunModelBench(mo) : fak::cpu::RunKernelBench(o);
   if (!s.ok()) {
     std::fprintf(stderr, "fak_bench_kernels: %s\n", s.ToString().c_str());
     return 1;

@@ -22,6 +22,7 @@ const KernelTable* Avx512Kernels() {
   static const KernelTable table = [] {
     KernelTable t = Build(Isa::kAvx512, FillAvx512MatVec, FillAvx512MatMul);
     FillAvx512Packed(&t);
+    FillAvx512ActQuant(&t);
     return t;
   }();
   return &table;

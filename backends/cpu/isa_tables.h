@@ -13,6 +13,7 @@ void FillAvx2MatMul(KernelTable* t);
 void FillAvx512MatVec(KernelTable* t);
 void FillAvx512MatMul(KernelTable* t);
 void FillAvx512Packed(KernelTable* t);
+void FillAvx512ActQuant(KernelTable* t);
 void FillNeonMatVec(KernelTable* t);
 void FillNeonMatMul(KernelTable* t);
 

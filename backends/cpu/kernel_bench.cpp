@@ -1,12 +1,11 @@
 #include "backends/cpu/kernel_bench.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <string>
 
+#include "backends/cpu/huge_buffer.h"
 #include "backends/cpu/packed.h"
 #include "backends/cpu/test_data.h"
 #include "backends/cpu/thread_pool.h"
@@ -15,33 +14,6 @@
 
 namespace fak::cpu {
 namespace {
-
-// An anonymous mapping aligned to 2 MiB with MADV_HUGEPAGE, so the benchmarks measure DRAM and not
-// TLB misses. Unmapped on destruction.
-class HugeBuffer {
- public:
-  explicit HugeBuffer(size_t bytes) : size_(bytes) {
-    constexpr size_t kHuge = size_t{2} << 20;
-    raw_size_ = bytes + kHuge;
-    void* p = mmap(nullptr, raw_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return;
-    raw_ = static_cast<uint8_t*>(p);
-    data_ = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw_) + kHuge - 1) & ~(kHuge - 1));
-    madvise(data_, bytes, MADV_HUGEPAGE);
-  }
-  ~HugeBuffer() {
-    if (raw_ != nullptr) munmap(raw_, raw_size_);
-  }
-  HugeBuffer(const HugeBuffer&) = delete;
-  HugeBuffer& operator=(const HugeBuffer&) = delete;
-  uint8_t* data() const { return data_; }
-  size_t size() const { return size_; }
-
- private:
-  uint8_t* raw_ = nullptr;
-  uint8_t* data_ = nullptr;
-  size_t size_ = 0, raw_size_ = 0;
-};
 
 // Runs fn repeatedly for at least min_seconds (after one warm-up call); returns the best seconds.
 template <typename Fn>

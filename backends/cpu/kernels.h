@@ -39,6 +39,10 @@ using MatMulFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n, const u
 using PackedMatMulFn = void (*)(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_tokens, float* y,
                                 int64_t ldy, int64_t r0, int64_t r1);
 
+// Quantizes activation row t (n elements) into the packed kernels' block-major buffer of n_tokens rows,
+// exactly as QuantizePackedActivations does.
+using QuantizePackedFn = void (*)(const float* x, int64_t n, int64_t t, int64_t n_tokens, void* out);
+
 enum class Isa : int { kScalar = 0, kAvx2, kAvx512, kNeon };
 std::string_view IsaName(Isa isa);  // "scalar", "avx2", "avx512", "neon"
 
@@ -52,6 +56,7 @@ struct KernelTable {
   MatMulFn matmul[kNumWeightFormats] = {};
   PackedMatMulFn packed[kNumWeightFormats] = {};  // null where the format has no packed layout
   bool packed_native[kNumWeightFormats] = {};     // packed[f] is this level's own SIMD kernel
+  QuantizePackedFn quantize_packed[kNumWeightFormats] = {};
   Int8PeakFn int8_peak = nullptr;
 };
 

@@ -53,8 +53,9 @@ Status MatMulPacked(const QuantMatrix& w, const float* x, int64_t n_tokens, floa
   std::vector<uint8_t>& act = buffer;
   act.resize(PackedActivationBytes(w.format, w.cols, n_tokens) + 64);
   uint8_t* a = act.data();
+  const QuantizePackedFn quantize = k.quantize_packed[f];
   pool.ParallelFor(n_tokens, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) QuantizePackedActivations(w.format, x + t * w.cols, w.cols, t, n_tokens, a);
+    for (int64_t t = t0; t < t1; ++t) quantize(x + t * w.cols, w.cols, t, n_tokens, a);
   });
   pool.ParallelFor(w.rows, kPackRows, [&](int64_t r0, int64_t r1) {
     k.packed[f](w.data, w.cols, a, n_tokens, y, w.rows, r0, r1);

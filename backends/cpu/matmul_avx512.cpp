@@ -1,5 +1,8 @@
 // Matrix-matrix (prefill) kernels for avx512: register tiles of weight rows x tokens, weights loaded or
 // unpacked once and reused for every token of the tile.
+// GCC 12's AVX-512 headers trip -Wuninitialized inside _mm512_reduce_* (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include "backends/cpu/isa_tables.h"

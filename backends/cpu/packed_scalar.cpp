@@ -115,9 +115,17 @@ void PackedQ6_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
   }
 }
 
+template <WeightFormat kFormat>
+void QuantizePacked(const float* x, int64_t n, int64_t t, int64_t n_tokens, void* out) {
+  QuantizePackedActivations(kFormat, x, n, t, n_tokens, out);
+}
+
 }  // namespace
 
 void FillScalarPacked(KernelTable* t) {
+  t->quantize_packed[static_cast<int>(WeightFormat::kQ8_0)] = QuantizePacked<WeightFormat::kQ8_0>;
+  t->quantize_packed[static_cast<int>(WeightFormat::kQ4_K)] = QuantizePacked<WeightFormat::kQ4_K>;
+  t->quantize_packed[static_cast<int>(WeightFormat::kQ6_K)] = QuantizePacked<WeightFormat::kQ6_K>;
   t->packed[static_cast<int>(WeightFormat::kQ8_0)] = PackedQ8_0;
   t->packed[static_cast<int>(WeightFormat::kQ4_K)] = PackedQ4_K;
   t->packed[static_cast<int>(WeightFormat::kQ6_K)] = PackedQ6_K;

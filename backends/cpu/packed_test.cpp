@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -103,6 +104,33 @@ TEST_P(PackedIsaTest, EqualsReferenceBitForBit) {
         }
       }
     }
+  }
+}
+
+// Every level's activation quantizer writes the same bytes as the reference, specials included.
+TEST_P(PackedIsaTest, ActivationQuantizersEqualReference) {
+  const KernelTable* k = KernelsFor(GetParam());
+  ASSERT_NE(k, nullptr);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  const int64_t n = 512, n_tokens = 3;
+  std::vector<float> x(n * n_tokens);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const uint32_t kind = rng() % 64;
+    const size_t block = i / 32;
+    x[i] = block % 5 == 1 ? 0.0f : block % 5 == 2 ? 1e-30f * g(rng) : block % 5 == 3 ? 1e30f * g(rng) : g(rng);
+    if (kind == 0) x[i] = std::numeric_limits<float>::quiet_NaN();
+    if (kind == 1) x[i] = -std::numeric_limits<float>::infinity();
+    if (kind == 2) x[i] = 0.5f;  // ties round to even
+  }
+  for (WeightFormat f : {WeightFormat::kQ8_0, WeightFormat::kQ4_K, WeightFormat::kQ6_K}) {
+    const size_t bytes = PackedActivationBytes(f, n, n_tokens);
+    std::vector<uint8_t> want(bytes, 0xAB), got(bytes, 0xCD);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      QuantizePackedActivations(f, x.data() + t * n, n, t, n_tokens, want.data());
+      k->quantize_packed[static_cast<int>(f)](x.data() + t * n, n, t, n_tokens, got.data());
+    }
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), bytes), 0) << WeightFormatName(f);
   }
 }
 
