@@ -78,6 +78,8 @@ Result<double> TimeOne(Session& s, const std::string& kind, int64_t n, int64_t v
 
 }  // namespace
 
+void RegisterBenchCompare(CLI::App* bench_cmd, Context& ctx);  // cmd_compare.cpp
+
 void RegisterBench(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("bench", "Throughput: prefill (ppN) and decode (tgN) tokens/s, like llama-bench");
   static ModelFlags mf;
@@ -100,8 +102,10 @@ void RegisterBench(CLI::App& app, Context& ctx) {
     if (!s.ok()) ctx.exit_code = Fail(s.ToString());
   });
 
+  RegisterBenchCompare(cmd, ctx);
+
   cmd->callback([cmd, &ctx]() {
-    if (cmd->got_subcommand("kernels")) return;
+    if (!cmd->get_subcommands().empty()) return;  // kernels, compare, validate, report
     if (mf.model.empty()) {
       ctx.exit_code = Fail("bench: give -m MODEL (or use `fak bench kernels`)");
       return;
