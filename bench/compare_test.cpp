@@ -115,6 +115,50 @@ TEST(Compare, FakeLlamaBenchOutputIsParsed) {
   fs::remove_all(root);
 }
 
+TEST(Compare, ServerArmTimesStreamedTokens) {
+  const fs::path root = testing::TempRoot("compare_server");
+  const std::string fake = FAK_FAKE_LLAMA_SERVER;
+  const std::string ok = testing::FakeEngine(root, "ok-server", "exec " + fake + " \"$@\"");
+  const std::string garbage = testing::FakeEngine(root, "garbage-server", "exec " + fake + " --mode garbage \"$@\"");
+  const std::string shorter = testing::FakeEngine(root, "short-server", "exec " + fake + " --mode short \"$@\"");
+  const std::string crash = testing::FakeEngine(root, "crash-server", "exec " + fake + " --mode crash \"$@\"");
+  CompareOptions o = testing::TinyOptions(root / "runs", {"fak:cpu", "llama.cpp-server:" + ok, "llama.cpp-server:" + garbage,
+                                                          "llama.cpp-server:" + shorter, "llama.cpp-server:" + crash});
+  o.startup_timeout_seconds = 20;
+  o.request_timeout_seconds = 5;
+  auto out = RunCompare(o);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const ValidationReport v = ValidatePacket(out->packet_path);
+  EXPECT_TRUE(v.valid) << (v.violations.empty() ? "" : v.violations[0]);
+  const json p = json::parse(testing::ReadText(out->packet_path));
+  const json& a = p["arms"][1];
+  ASSERT_EQ(a["status"], "ok") << a["reason"] << a["stderr_tail"];
+  EXPECT_EQ(a["version"], "1 (fake)");
+  EXPECT_EQ(a["metrics"]["ttft_ms"]["n"], 3);
+  EXPECT_EQ(a["metrics"]["itl_ms"]["n"], 3 * 7);
+  EXPECT_GE(a["metrics"]["itl_ms"]["p50"].get<double>(), 0.9);  // the fake sleeps 1 ms between tokens
+  EXPECT_DOUBLE_EQ(a["metrics"]["prefill_tps"]["p50"].get<double>(), 16 / 2.5e-3);  // the server's timings
+  EXPECT_EQ(a["quality"]["verdict"], "fail");  // it answers prompt[i] + 1, not what the model says
+  EXPECT_EQ(a["quality"]["token_matches"], 0);
+  const json raw = json::parse(testing::ReadText(fs::path(out->run_dir) / "llama.cpp-server-raw.json"));
+  const json& d = raw["requests"][0]["decomposition_ms"];
+  EXPECT_DOUBLE_EQ(d["prefill"].get<double>(), 2.5);
+  EXPECT_NEAR(d["setup"].get<double>() + d["prefill"].get<double>(), raw["requests"][0]["ttft_ms"].get<double>(), 1e-9);
+  const json q = json::parse(testing::ReadText(fs::path(out->run_dir) / "llama.cpp-server-quality.json"));
+  EXPECT_EQ(q["prompts"][0]["first_mismatch"], 0);
+  const json m = json::parse(testing::ReadText(fs::path(out->run_dir) / "manifest.json"));
+  const std::string cmd = m["arms"][1]["commands"][0];
+  EXPECT_NE(cmd.find(" -m tiny-llama-q8_0.gguf --host 127.0.0.1 --port "), std::string::npos) << cmd;
+  EXPECT_NE(cmd.find(" -c 24 -t 1 -np 1"), std::string::npos) << cmd;
+
+  EXPECT_EQ(p["arms"][2]["status"], "failed");
+  EXPECT_NE(p["arms"][2]["reason"].get<std::string>().find("stream event is not JSON"), std::string::npos);
+  EXPECT_NE(p["arms"][3]["reason"].get<std::string>().find("returned 7 tokens, expected 8"), std::string::npos);
+  EXPECT_NE(p["arms"][4]["reason"].get<std::string>().find("POST /completion"), std::string::npos);
+  EXPECT_NE(p["arms"][4]["stderr_tail"].get<std::string>().find("GGML_ASSERT: fake failure"), std::string::npos);
+  fs::remove_all(root);
+}
+
 TEST(Compare, BadOptionsAreErrors) {
   const fs::path root = testing::TempRoot("compare_bad");
   CompareOptions o = testing::TinyOptions(root, {"vllm:/x"});

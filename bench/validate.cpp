@@ -250,7 +250,8 @@ void ValidateInto(const std::string& packet_path, ValidationReport& rep) {
     if (!digest.ok()) {
       c.Add("{}: referenced by the packet but cannot be read ({})", name, digest.status().message());
     } else if (!sha.is_string() || *digest != sha.get<std::string>()) {
-      c.Add("{}: SHA-256 mismatch: the packet says {}, the file has {}", name, sha.dump(), *digest);
+      c.Add("{}: SHA-256 mismatch: the packet says {}, the file has {}", name,
+            sha.is_string() ? sha.get<std::string>() : sha.dump(), *digest);
     }
   }
   if (!p["files"].contains("manifest.json")) c.Add("files: manifest.json is not referenced");

@@ -101,7 +101,7 @@ void RegisterBenchCompare(CLI::App* bench_cmd, Context& ctx) {
     std::string path = packet;
     if (std::filesystem::is_directory(path)) path = (std::filesystem::path(path) / "packet.json").string();
     const bench::ValidationReport v = bench::ValidatePacket(path);
-    nlohmann::json j = v.ToJson();
+    auto j = v.ToJson();
     if (!as_json) j.erase("violations");
     fmt::print("{}\n", j.dump());
     if (!as_json) {
