@@ -82,25 +82,33 @@ inline void TileQ8_0(const uint8_t* group, int64_t nb, const ActQ8_0* act, int64
   for (int t = 0; t < T; ++t) StoreRows(y + t * ldy, acc[t], mask);
 }
 
-// Decode: one token; the block's 8 products run as two chains so consecutive blocks overlap.
+// Decode: one token. The block's 8 products run as two chains so consecutive blocks overlap. (Walking
+// 2 or 4 groups side by side, more streams in flight, measured slower.)
+inline __m512 BlockQ8_0Vec(__m512 acc, const uint8_t* quants, const uint8_t* scales, const ActQ8_0& ab) {
+  const __m512i* wq = reinterpret_cast<const __m512i*>(quants);
+  const int8_t* q = ab.qs;
+  __m512i s0 = _mm512_set1_epi32(ab.corr), s1 = _mm512_setzero_si512();
+  s0 = _mm512_dpbusd_epi32(s0, _mm512_loadu_si512(wq + 0), Bcast(q + 0));
+  s1 = _mm512_dpbusd_epi32(s1, _mm512_loadu_si512(wq + 1), Bcast(q + 4));
+  s0 = _mm512_dpbusd_epi32(s0, _mm512_loadu_si512(wq + 2), Bcast(q + 8));
+  s1 = _mm512_dpbusd_epi32(s1, _mm512_loadu_si512(wq + 3), Bcast(q + 12));
+  s0 = _mm512_dpbusd_epi32(s0, _mm512_loadu_si512(wq + 4), Bcast(q + 16));
+  s1 = _mm512_dpbusd_epi32(s1, _mm512_loadu_si512(wq + 5), Bcast(q + 20));
+  s0 = _mm512_dpbusd_epi32(s0, _mm512_loadu_si512(wq + 6), Bcast(q + 24));
+  s1 = _mm512_dpbusd_epi32(s1, _mm512_loadu_si512(wq + 7), Bcast(q + 28));
+  const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales)));
+  const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(ab.d));
+  return _mm512_add_ps(acc, _mm512_mul_ps(sc, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1))));
+}
+
 inline void VecQ8_0(const uint8_t* group, int64_t nb, const ActQ8_0* a, float* y, __mmask16 mask) {
   __m512 acc = _mm512_setzero_ps();
-  ForEachBlockQ8_0(group, nb, [&](int64_t b, const uint8_t* quants, const uint8_t* scales) {
-    const __m512i* wq = reinterpret_cast<const __m512i*>(quants);
-    const int8_t* q = a[b].qs;
-    __m512i s0 = _mm512_set1_epi32(a[b].corr), s1 = _mm512_setzero_si512();
-    s0 = _mm512_dpbusd_epi32(s0, _mm512_loadu_si512(wq + 0), Bcast(q + 0));
-    s1 = _mm512_dpbusd_epi32(s1, _mm512_loadu_si512(wq + 1), Bcast(q + 4));
-    s0 = _mm512_dpbusd_epi32(s0, _mm512_loadu_si512(wq + 2), Bcast(q + 8));
-    s1 = _mm512_dpbusd_epi32(s1, _mm512_loadu_si512(wq + 3), Bcast(q + 12));
-    s0 = _mm512_dpbusd_epi32(s0, _mm512_loadu_si512(wq + 4), Bcast(q + 16));
-    s1 = _mm512_dpbusd_epi32(s1, _mm512_loadu_si512(wq + 5), Bcast(q + 20));
-    s0 = _mm512_dpbusd_epi32(s0, _mm512_loadu_si512(wq + 6), Bcast(q + 24));
-    s1 = _mm512_dpbusd_epi32(s1, _mm512_loadu_si512(wq + 7), Bcast(q + 28));
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales)));
-    const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(a[b].d));
-    acc = _mm512_add_ps(acc, _mm512_mul_ps(sc, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1))));
-  });
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2, group += 1088) {
+    acc = BlockQ8_0Vec(acc, group, group + 1024, a[b]);
+    acc = BlockQ8_0Vec(acc, group + 512, group + 1056, a[b + 1]);
+  }
+  if (b < nb) acc = BlockQ8_0Vec(acc, group, group + 512, a[b]);
   StoreRows(y, acc, mask);
 }
 
