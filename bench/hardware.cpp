@@ -67,6 +67,22 @@ std::string OsRelease() {
   return v;
 }
 
+std::string CompilerVersion() {
+#if defined(__clang__)
+  return std::string("clang ") + __clang_version__;
+#elif defined(__GNUC__)
+  return std::string("g++ ") + __VERSION__;
+#else
+  return __VERSION__;
+#endif
+}
+
+// The NVIDIA kernel driver's version line, when the driver is loaded (also without CUDA in fak).
+[[maybe_unused]] std::string NvidiaProcDriver() {
+  std::string v = ReadAll("/proc/driver/nvidia/version");
+  return v.substr(0, v.find('\n'));
+}
+
 }  // namespace
 
 std::string HostName() {
@@ -105,6 +121,8 @@ nlohmann::json CollectHardware() {
                     {"compute_capability", fmt::format("{}.{}", d.major, d.minor)},
                     {"memory_bytes", d.total_memory}});
   }
+#else
+  driver = NvidiaProcDriver();
 #endif
   return {
       {"host", HostName()},
@@ -122,11 +140,11 @@ nlohmann::json CollectHardware() {
         {"note", gpus.empty() ? "fak built with CUDA, no device visible" : ""}
 #else
         {"cuda_runtime", nullptr},
-        {"note", "fak built without CUDA: GPUs not probed"}
+        {"note", "fak built without CUDA: devices not probed"}
 #endif
        }},
       {"os", {{"name", OsRelease()}, {"kernel", fmt::format("{} {} {}", u.sysname, u.release, u.machine)}}},
-      {"compiler", __VERSION__},
+      {"compiler", CompilerVersion()},
       {"libraries",
        {{"fmt", fmt::format("{}.{}.{}", FMT_VERSION / 10000, FMT_VERSION / 100 % 100, FMT_VERSION % 100)},
         {"nlohmann_json", fmt::format("{}.{}.{}", NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR,
