@@ -1,5 +1,7 @@
 #include "backends/cpu/model_bench.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -53,9 +55,48 @@ size_t MatrixBytes(const MatrixSpec& s, bool packed) {
   return static_cast<size_t>(s.rows) * *GgmlRowBytes(s.type, static_cast<uint64_t>(s.cols));
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+double ProcessCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// Wall seconds of one run and whether every thread had the CPU throughout (>= 95% of wall x threads).
+struct Rep {
+  double seconds;
+  bool clean;
+};
+
+template <typename Fn>
+Status TimeRep(int threads, Fn&& fn, std::vector<Rep>* reps) {
+  const double c0 = ProcessCpuSeconds();
+  Timer t;
+  FAK_RETURN_IF_ERROR(fn());
+  const double s = t.Seconds(), cpu = ProcessCpuSeconds() - c0;
+  reps->push_back({s, cpu >= 0.95 * s * threads});
+  return Status::Ok();
+}
+
+// "best X ms (clean|contended), median Y ms, N of M clean"
+struct Summary {
+  double best, median;
+  bool best_clean;
+  int clean;
+};
+Summary Summarize(const std::vector<Rep>& reps) {
+  std::vector<double> all, clean;
+  for (const Rep& r : reps) {
+    all.push_back(r.seconds);
+    if (r.clean) clean.push_back(r.seconds);
+  }
+  std::sort(all.begin(), all.end());
+  std::sort(clean.begin(), clean.end());
+  Summary s;
+  s.best_clean = !clean.empty();
+  s.best = s.best_clean ? clean.front() : all.front();
+  s.median = s.best_clean ? clean[clean.size() / 2] : all[all.size() / 2];
+  s.clean = static_cast<int>(clean.size());
+  return s;
 }
 
 }  // namespace
@@ -103,28 +144,21 @@ Status RunModelBench(const ModelBenchOptions& o) {
     return MatMul(mats.back(), x.data(), 1, y.data(), pool);
   };
   FAK_RETURN_IF_ERROR(pass(1));  // warm-up: page faults, thread start
-  std::vector<double> tg;
-  for (int r = 0; r < o.decode_reps; ++r) {
-    Timer t;
-    FAK_RETURN_IF_ERROR(pass(1));
-    tg.push_back(t.Seconds());
-  }
-  std::vector<double> pp;
-  for (int r = 0; r < o.prefill_reps; ++r) {
-    Timer t;
-    FAK_RETURN_IF_ERROR(pass(T));
-    pp.push_back(t.Seconds());
-  }
-  const double tg_best = *std::min_element(tg.begin(), tg.end()), pp_best = *std::min_element(pp.begin(), pp.end());
+  std::vector<Rep> tg, pp;
+  for (int r = 0; r < o.decode_reps; ++r) FAK_RETURN_IF_ERROR(TimeRep(threads, [&] { return pass(1); }, &tg));
+  for (int r = 0; r < o.prefill_reps; ++r) FAK_RETURN_IF_ERROR(TimeRep(threads, [&] { return pass(T); }, &pp));
+  const Summary d = Summarize(tg), p = Summarize(pp);
   std::fprintf(o.out, "fak bench model: %s %s, %s layout, %d threads, %zu matrices, %.0f MiB of weights\n",
                o.geometry.c_str(), o.quant.c_str(), o.packed ? "packed" : "gguf", threads, mats.size(),
                static_cast<double>(total) / (1 << 20));
-  std::fprintf(o.out, "decode (matmuls of one token, %d reps): best %.2f ms = %.1f tok/s (%.1f GB/s), median %.2f ms = "
-               "%.1f tok/s\n", o.decode_reps, tg_best * 1e3, 1 / tg_best, static_cast<double>(total) / tg_best * 1e-9,
-               Median(tg) * 1e3, 1 / Median(tg));
-  std::fprintf(o.out, "prefill pp%lld (matmuls, %d reps): best %.1f ms = %.1f tok/s, median %.1f ms = %.1f tok/s\n",
-               static_cast<long long>(T), o.prefill_reps, pp_best * 1e3, static_cast<double>(T) / pp_best,
-               Median(pp) * 1e3, static_cast<double>(T) / Median(pp));
+  std::fprintf(o.out, "decode tg (matmuls of one token): best %.2f ms = %.1f tok/s (%.1f GB/s), median %.2f ms = "
+               "%.1f tok/s; %d of %zu repetitions undisturbed%s\n", d.best * 1e3, 1 / d.best,
+               static_cast<double>(total) / d.best * 1e-9, d.median * 1e3, 1 / d.median, d.clean, tg.size(),
+               d.best_clean ? "" : " (figures include time other processes took)");
+  std::fprintf(o.out, "prefill pp%lld (matmuls): best %.1f ms = %.1f tok/s, median %.1f ms = %.1f tok/s; %d of %zu "
+               "repetitions undisturbed%s\n", static_cast<long long>(T), p.best * 1e3, static_cast<double>(T) / p.best,
+               p.median * 1e3, static_cast<double>(T) / p.median, p.clean, pp.size(),
+               p.best_clean ? "" : " (figures include time other processes took)");
   return Status::Ok();
 }
 
