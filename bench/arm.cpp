@@ -22,8 +22,8 @@ std::string ArmFileName(const std::string& spec) {
 Result<std::unique_ptr<Arm>> MakeArm(const std::string& spec) {
   const size_t colon = spec.find(':');
   if (colon == std::string::npos || colon + 1 == spec.size()) {
-    return InvalidArgument("arm '{}': expected KIND:ARG (fak:cpu, fak:cuda, llama.cpp:PATH, llama.cpp-server:PATH)",
-                           spec);
+    return InvalidArgument(
+        "arm '{}': expected KIND:ARG (fak:cpu, fak:cuda, llama.cpp:PATH, llama.cpp-server:PATH)", spec);
   }
   const std::string kind = spec.substr(0, colon), arg = spec.substr(colon + 1);
   if (kind == "fak") {
@@ -39,7 +39,8 @@ std::string RedactModelPath(const std::string& cmd, const std::string& model_pat
   if (model_path.empty()) return cmd;
   const std::string name = std::filesystem::path(model_path).filename().string();
   std::string out = cmd;
-  for (size_t pos = out.find(model_path); pos != std::string::npos; pos = out.find(model_path, pos + name.size())) {
+  for (size_t pos = out.find(model_path); pos != std::string::npos;
+       pos = out.find(model_path, pos + name.size())) {
     out.replace(pos, model_path.size(), name);
   }
   return out;

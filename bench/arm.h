@@ -22,9 +22,9 @@ struct Workload {
   int64_t ctx = 128;
   int64_t gen = 64;
   int threads = 1;
-  double timeout_seconds = 1800;          // whole arm (external engines)
-  double startup_timeout_seconds = 300;   // until a server answers /health
-  double request_timeout_seconds = 600;   // one request
+  double timeout_seconds = 1800;         // whole arm (external engines)
+  double startup_timeout_seconds = 300;  // until a server answers /health
+  double request_timeout_seconds = 600;  // one request
 };
 
 // One request, with its boundary decomposition: the parts are disjoint and add up to total_ms.

@@ -70,7 +70,8 @@ Result<CompareOutcome> RunCompare(const CompareOptions& o) {
   for (const auto& spec : o.arms) {
     FAK_ASSIGN_OR_RETURN(auto arm, MakeArm(spec));
     std::string n = ArmFileName(spec);
-    for (int k = 2; std::find(names.begin(), names.end(), n) != names.end(); ++k) n = ArmFileName(spec) + "-" + std::to_string(k);
+    for (int k = 2; std::find(names.begin(), names.end(), n) != names.end(); ++k)
+      n = ArmFileName(spec) + "-" + std::to_string(k);
     names.push_back(n);
     arms.push_back(std::move(arm));
   }
@@ -150,29 +151,31 @@ Result<CompareOutcome> RunCompare(const CompareOptions& o) {
     files[q_name] = sha;
     out.failed_arms += r.status != "ok";
     const bool ok = r.status == "ok";
-    arms_json.push_back({{"name", r.name},
-                         {"spec", RedactModelPath(r.spec, o.model_path)},
-                         {"engine", r.engine},
-                         {"version", r.version},
-                         {"status", r.status},
-                         {"reason", r.reason},
-                         {"stderr_tail", r.stderr_tail},
-                         {"measures",
-                          {{"latency", r.measures_latency}, {"tokens", r.exposes_tokens}, {"logits", r.exposes_logits}}},
-                         {"samples", {{"requests", r.requests.size()}, {"repetitions", r.prefill_tps_samples.size()}}},
-                         {"metrics", ok ? MetricsFromRaw(raw) : nlohmann::json(nullptr)},
-                         {"decomposition", ok ? DecompositionFromRaw(raw) : nlohmann::json(nullptr)},
-                         {"quality",
-                          {{"verdict", q.verdict},
-                           {"token_matches", q.doc["summary"]["token_matches"]},
-                           {"prompts", q.doc["summary"]["prompts"]},
-                           {"min_cosine", q.doc["summary"]["min_cosine"]}}},
-                         {"files", {{"raw", raw_name}, {"quality", q_name}}}});
+    arms_json.push_back(
+        {{"name", r.name},
+         {"spec", RedactModelPath(r.spec, o.model_path)},
+         {"engine", r.engine},
+         {"version", r.version},
+         {"status", r.status},
+         {"reason", r.reason},
+         {"stderr_tail", r.stderr_tail},
+         {"measures",
+          {{"latency", r.measures_latency}, {"tokens", r.exposes_tokens}, {"logits", r.exposes_logits}}},
+         {"samples", {{"requests", r.requests.size()}, {"repetitions", r.prefill_tps_samples.size()}}},
+         {"metrics", ok ? MetricsFromRaw(raw) : nlohmann::json(nullptr)},
+         {"decomposition", ok ? DecompositionFromRaw(raw) : nlohmann::json(nullptr)},
+         {"quality",
+          {{"verdict", q.verdict},
+           {"token_matches", q.doc["summary"]["token_matches"]},
+           {"prompts", q.doc["summary"]["prompts"]},
+           {"min_cosine", q.doc["summary"]["min_cosine"]}}},
+         {"files", {{"raw", raw_name}, {"quality", q_name}}}});
   }
 
   nlohmann::json arm_manifest = nlohmann::json::array();
   for (const auto& r : runs) {
-    arm_manifest.push_back({{"name", r.name}, {"spec", r.spec}, {"version", r.version}, {"commands", r.commands}});
+    arm_manifest.push_back(
+        {{"name", r.name}, {"spec", r.spec}, {"version", r.version}, {"commands", r.commands}});
   }
   std::vector<std::string> cmd;
   for (const auto& a : o.command_line) cmd.push_back(RedactModelPath(a, o.model_path));
@@ -211,12 +214,20 @@ Result<CompareOutcome> RunCompare(const CompareOptions& o) {
 
   const nlohmann::json packet = {
       {"schema", kPacketSchema},
-      {"run", {{"name", o.name}, {"created_utc", created}, {"folder", rel.string()}, {"fak_version", o.fak_version}}},
+      {"run",
+       {{"name", o.name},
+        {"created_utc", created},
+        {"folder", rel.string()},
+        {"fak_version", o.fak_version}}},
       {"hardware", CollectHardware()},
       {"model",
-       {{"file", model_file}, {"sha256", model_sha}, {"size_bytes", model_size}, {"weight_type", WeightType(o.model_path)}}},
+       {{"file", model_file},
+        {"sha256", model_sha},
+        {"size_bytes", model_size},
+        {"weight_type", WeightType(o.model_path)}}},
       {"workload", workload},
-      {"quality_policy", {{"name", kQualityPolicy}, {"version", kQualityPolicyVersion}, {"cosine_min", kCosineMin}}},
+      {"quality_policy",
+       {{"name", kQualityPolicy}, {"version", kQualityPolicyVersion}, {"cosine_min", kCosineMin}}},
       {"reference_arm", names[ref_index]},
       {"arms", arms_json},
       {"ratios", Ratios(arms_json, names[ref_index])},

@@ -19,12 +19,17 @@ using nlohmann::json;
 
 TEST(Compare, BrokenExternalEnginesAreFailedArms) {
   const fs::path root = testing::TempRoot("compare_broken");
-  const std::string crash = testing::FakeEngine(root, "crash-bench", "echo 'ggml: out of memory at layer 3' >&2; exit 134");
-  const std::string garbage = testing::FakeEngine(root, "garbage-bench", "echo '<<<not json>>>'; echo warn >&2");
+  const std::string crash =
+      testing::FakeEngine(root, "crash-bench", "echo 'ggml: out of memory at layer 3' >&2; exit 134");
+  const std::string garbage =
+      testing::FakeEngine(root, "garbage-bench", "echo '<<<not json>>>'; echo warn >&2");
   const std::string hang = testing::FakeEngine(root, "hang-bench", "echo 'loading...' >&2; sleep 100");
-  const std::string dead_server = testing::FakeEngine(root, "dead-server", "echo 'error: unknown argument' >&2; exit 1");
-  const std::string mute_server = testing::FakeEngine(root, "mute-server", "echo 'listening soon' >&2; exec sleep 100");
-  const std::string wrong_json = testing::FakeEngine(root, "wrong-json-bench", "echo '[{\"n_prompt\": 5, \"n_gen\": 0}]'");
+  const std::string dead_server =
+      testing::FakeEngine(root, "dead-server", "echo 'error: unknown argument' >&2; exit 1");
+  const std::string mute_server =
+      testing::FakeEngine(root, "mute-server", "echo 'listening soon' >&2; exec sleep 100");
+  const std::string wrong_json =
+      testing::FakeEngine(root, "wrong-json-bench", "echo '[{\"n_prompt\": 5, \"n_gen\": 0}]'");
   CompareOptions o = testing::TinyOptions(
       root / "runs", {"fak:cpu", "llama.cpp:" + crash, "llama.cpp:" + garbage, "llama.cpp:" + hang,
                       "llama.cpp-server:" + dead_server, "llama.cpp-server:" + mute_server,
@@ -58,15 +63,18 @@ TEST(Compare, BrokenExternalEnginesAreFailedArms) {
   EXPECT_NE(arms["llama.cpp-3"]["reason"].get<std::string>().find("timed out"), std::string::npos);
   EXPECT_EQ(arms["llama.cpp-3"]["stderr_tail"], "loading...\n");
 
-  EXPECT_NE(arms["llama.cpp-server"]["reason"].get<std::string>().find("exit status 1 before answering /health"),
-            std::string::npos)
+  EXPECT_NE(
+      arms["llama.cpp-server"]["reason"].get<std::string>().find("exit status 1 before answering /health"),
+      std::string::npos)
       << arms["llama.cpp-server"]["reason"];
   EXPECT_EQ(arms["llama.cpp-server"]["stderr_tail"], "error: unknown argument\n");
 
-  EXPECT_NE(arms["llama.cpp-server-2"]["reason"].get<std::string>().find("did not answer /health"), std::string::npos);
+  EXPECT_NE(arms["llama.cpp-server-2"]["reason"].get<std::string>().find("did not answer /health"),
+            std::string::npos);
   EXPECT_EQ(arms["llama.cpp-server-2"]["stderr_tail"], "listening soon\n");
 
-  EXPECT_NE(arms["llama.cpp-4"]["reason"].get<std::string>().find("no test with n_prompt 16"), std::string::npos)
+  EXPECT_NE(arms["llama.cpp-4"]["reason"].get<std::string>().find("no test with n_prompt 16"),
+            std::string::npos)
       << arms["llama.cpp-4"]["reason"];
   EXPECT_NE(arms["llama.cpp-5"]["reason"].get<std::string>().find("cannot start /nonexistent/llama-bench"),
             std::string::npos);
@@ -119,11 +127,15 @@ TEST(Compare, ServerArmTimesStreamedTokens) {
   const fs::path root = testing::TempRoot("compare_server");
   const std::string fake = FAK_FAKE_LLAMA_SERVER;
   const std::string ok = testing::FakeEngine(root, "ok-server", "exec " + fake + " \"$@\"");
-  const std::string garbage = testing::FakeEngine(root, "garbage-server", "exec " + fake + " --mode garbage \"$@\"");
-  const std::string shorter = testing::FakeEngine(root, "short-server", "exec " + fake + " --mode short \"$@\"");
-  const std::string crash = testing::FakeEngine(root, "crash-server", "exec " + fake + " --mode crash \"$@\"");
-  CompareOptions o = testing::TinyOptions(root / "runs", {"fak:cpu", "llama.cpp-server:" + ok, "llama.cpp-server:" + garbage,
-                                                          "llama.cpp-server:" + shorter, "llama.cpp-server:" + crash});
+  const std::string garbage =
+      testing::FakeEngine(root, "garbage-server", "exec " + fake + " --mode garbage \"$@\"");
+  const std::string shorter =
+      testing::FakeEngine(root, "short-server", "exec " + fake + " --mode short \"$@\"");
+  const std::string crash =
+      testing::FakeEngine(root, "crash-server", "exec " + fake + " --mode crash \"$@\"");
+  CompareOptions o =
+      testing::TinyOptions(root / "runs", {"fak:cpu", "llama.cpp-server:" + ok, "llama.cpp-server:" + garbage,
+                                           "llama.cpp-server:" + shorter, "llama.cpp-server:" + crash});
   o.startup_timeout_seconds = 20;
   o.request_timeout_seconds = 5;
   auto out = RunCompare(o);
@@ -143,7 +155,8 @@ TEST(Compare, ServerArmTimesStreamedTokens) {
   const json raw = json::parse(testing::ReadText(fs::path(out->run_dir) / "llama.cpp-server-raw.json"));
   const json& d = raw["requests"][0]["decomposition_ms"];
   EXPECT_DOUBLE_EQ(d["prefill"].get<double>(), 2.5);
-  EXPECT_NEAR(d["setup"].get<double>() + d["prefill"].get<double>(), raw["requests"][0]["ttft_ms"].get<double>(), 1e-9);
+  EXPECT_NEAR(d["setup"].get<double>() + d["prefill"].get<double>(),
+              raw["requests"][0]["ttft_ms"].get<double>(), 1e-9);
   const json q = json::parse(testing::ReadText(fs::path(out->run_dir) / "llama.cpp-server-quality.json"));
   EXPECT_EQ(q["prompts"][0]["first_mismatch"], 0);
   const json m = json::parse(testing::ReadText(fs::path(out->run_dir) / "manifest.json"));
@@ -153,9 +166,11 @@ TEST(Compare, ServerArmTimesStreamedTokens) {
 
   EXPECT_EQ(p["arms"][2]["status"], "failed");
   EXPECT_NE(p["arms"][2]["reason"].get<std::string>().find("stream event is not JSON"), std::string::npos);
-  EXPECT_NE(p["arms"][3]["reason"].get<std::string>().find("returned 7 tokens, expected 8"), std::string::npos);
+  EXPECT_NE(p["arms"][3]["reason"].get<std::string>().find("returned 7 tokens, expected 8"),
+            std::string::npos);
   EXPECT_NE(p["arms"][4]["reason"].get<std::string>().find("POST /completion"), std::string::npos);
-  EXPECT_NE(p["arms"][4]["stderr_tail"].get<std::string>().find("GGML_ASSERT: fake failure"), std::string::npos);
+  EXPECT_NE(p["arms"][4]["stderr_tail"].get<std::string>().find("GGML_ASSERT: fake failure"),
+            std::string::npos);
   fs::remove_all(root);
 }
 

@@ -6,8 +6,8 @@
 
 #include "backends/cpu/thread_pool.h"  // ThreadPool
 #include "bench/arm.h"
-#include "core/timer.h"     // NowNanos
-#include "engine/model.h"   // LoadModel
+#include "core/timer.h"    // NowNanos
+#include "engine/model.h"  // LoadModel
 #include "engine/session.h"
 
 namespace fak::bench {
@@ -26,9 +26,10 @@ class FakArm : public Arm {
   ArmRun Run(const Workload& w) override {
     ArmRun r = NewRun(ArmFileName(spec()), "fak");
     r.measures_latency = r.exposes_tokens = r.exposes_logits = true;
-    r.commands.push_back(fmt::format("in-process: LoadModel({}), Session with {} threads, greedy, {} prompt + {} "
-                                     "generated tokens per request",
-                                     RedactModelPath(w.model_path, w.model_path), w.threads, w.ctx, w.gen));
+    r.commands.push_back(
+        fmt::format("in-process: LoadModel({}), Session with {} threads, greedy, {} prompt + {} "
+                    "generated tokens per request",
+                    RedactModelPath(w.model_path, w.model_path), w.threads, w.ctx, w.gen));
     r.notes = {{"ttft", "request start to the first greedy token (setup + prefill + argmax)"},
                {"itl", "time between consecutive greedy tokens, excluding the copy of quality evidence"},
                {"prefill_tps", "ctx tokens / Session::Prefill time"},
@@ -38,7 +39,8 @@ class FakArm : public Arm {
                 "decode: Step calls; verification: copying first-token logits; recovery 0; other: argmax and "
                 "bookkeeping"}};
     if (device_ == "cuda") {
-      r.Fail("fak:cuda: the engine in this build has no CUDA forward pass; run fak:cpu or a CUDA-enabled build");
+      r.Fail(
+          "fak:cuda: the engine in this build has no CUDA forward pass; run fak:cpu or a CUDA-enabled build");
       return r;
     }
     auto model = LoadModel(w.model_path);
@@ -56,8 +58,8 @@ class FakArm : public Arm {
       return r;
     }
     if ((*session)->max_context() < w.ctx + w.gen - 1) {
-      r.Fail(fmt::format("the model's context ({}) is shorter than ctx + gen - 1 = {}", (*session)->max_context(),
-                         w.ctx + w.gen - 1));
+      r.Fail(fmt::format("the model's context ({}) is shorter than ctx + gen - 1 = {}",
+                         (*session)->max_context(), w.ctx + w.gen - 1));
       return r;
     }
     Status s = OneRequest(**session, w.warmup, w, -1, nullptr);

@@ -49,15 +49,18 @@ int main(int argc, char** argv) {
       for (int i = 0; i < n; ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(i == 0 ? 5 : 1));
         const int tok = prompt[static_cast<size_t>(i) % prompt.size()] + 1;
-        std::string ev = mode == "garbage" && i == 2
-                             ? "data: {\"content\": <<garbage\n\n"
-                             : "data: " + nlohmann::json({{"content", "x"}, {"tokens", {tok}}, {"stop", false}}).dump() + "\n\n";
+        std::string ev =
+            mode == "garbage" && i == 2
+                ? "data: {\"content\": <<garbage\n\n"
+                : "data: " + nlohmann::json({{"content", "x"}, {"tokens", {tok}}, {"stop", false}}).dump() +
+                      "\n\n";
         sink.write(ev.data(), ev.size());
       }
-      const nlohmann::json fin = {{"content", ""},
-                                  {"tokens", nlohmann::json::array()},
-                                  {"stop", true},
-                                  {"timings", {{"prompt_n", prompt.size()}, {"prompt_ms", 2.5}, {"predicted_n", n}}}};
+      const nlohmann::json fin = {
+          {"content", ""},
+          {"tokens", nlohmann::json::array()},
+          {"stop", true},
+          {"timings", {{"prompt_n", prompt.size()}, {"prompt_ms", 2.5}, {"predicted_n", n}}}};
       const std::string ev = "data: " + fin.dump() + "\n\n";
       sink.write(ev.data(), ev.size());
       sink.done();

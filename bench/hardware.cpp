@@ -9,8 +9,8 @@
 
 #include <fmt/core.h>
 #include <httplib.h>  // CPPHTTPLIB_VERSION
-#include <openssl/opensslv.h>
 #include <openssl/crypto.h>
+#include <openssl/opensslv.h>
 
 #include "core/cpu_features.h"  // GetCpuFeatures
 #if defined(FAK_HAVE_CUDA)

@@ -15,7 +15,8 @@ namespace {
 Result<std::vector<double>> SamplesNs(const nlohmann::json& doc, int64_t n_prompt, int64_t n_gen) {
   if (!doc.is_array()) return Corrupt("llama-bench output is not a JSON array");
   for (const auto& t : doc) {
-    if (!t.is_object() || t.value("n_prompt", int64_t{-1}) != n_prompt || t.value("n_gen", int64_t{-1}) != n_gen) {
+    if (!t.is_object() || t.value("n_prompt", int64_t{-1}) != n_prompt ||
+        t.value("n_gen", int64_t{-1}) != n_gen) {
       continue;
     }
     if (!t.contains("samples_ns") || !t["samples_ns"].is_array()) {
@@ -23,7 +24,8 @@ Result<std::vector<double>> SamplesNs(const nlohmann::json& doc, int64_t n_promp
     }
     std::vector<double> v;
     for (const auto& x : t["samples_ns"]) {
-      if (!x.is_number() || x.get<double>() <= 0) return Corrupt("llama-bench samples_ns holds a non-positive value");
+      if (!x.is_number() || x.get<double>() <= 0)
+        return Corrupt("llama-bench samples_ns holds a non-positive value");
       v.push_back(x.get<double>());
     }
     return v;
@@ -37,20 +39,21 @@ class LlamaBenchArm : public Arm {
 
   ArmRun Run(const Workload& w) override {
     ArmRun r = NewRun("llama.cpp", "llama.cpp");
-    r.notes = {{"ttft", "not measured: llama-bench times whole prefill and decode runs"},
-               {"itl", "not measured"},
-               {"prefill_tps", "ctx / each repetition of llama-bench -p CTX -n 0"},
-               {"decode_tps", "gen / each repetition of llama-bench -p 0 -n GEN -d CTX (decode after CTX tokens)"},
-               {"decomposition",
-                "no request boundary: repetition i pairs prefill run i with decode run i; queue, setup, "
-                "verification, recovery and other are 0"},
-               {"tokens", "llama-bench uses its own token ids; no output tokens, no quality evidence"},
-               {"warmup", "llama-bench's own warm-up run, excluded by llama-bench"}};
+    r.notes = {
+        {"ttft", "not measured: llama-bench times whole prefill and decode runs"},
+        {"itl", "not measured"},
+        {"prefill_tps", "ctx / each repetition of llama-bench -p CTX -n 0"},
+        {"decode_tps", "gen / each repetition of llama-bench -p 0 -n GEN -d CTX (decode after CTX tokens)"},
+        {"decomposition",
+         "no request boundary: repetition i pairs prefill run i with decode run i; queue, setup, "
+         "verification, recovery and other are 0"},
+        {"tokens", "llama-bench uses its own token ids; no output tokens, no quality evidence"},
+        {"warmup", "llama-bench's own warm-up run, excluded by llama-bench"}};
     const std::string n = std::to_string(w.prompts.size()), t = std::to_string(w.threads);
     const std::vector<std::vector<std::string>> runs = {
         {path_, "-m", w.model_path, "-p", std::to_string(w.ctx), "-n", "0", "-r", n, "-o", "json", "-t", t},
-        {path_, "-m", w.model_path, "-p", "0", "-n", std::to_string(w.gen), "-d", std::to_string(w.ctx), "-r", n,
-         "-o", "json", "-t", t}};
+        {path_, "-m", w.model_path, "-p", "0", "-n", std::to_string(w.gen), "-d", std::to_string(w.ctx), "-r",
+         n, "-o", "json", "-t", t}};
     Timer budget;
     std::vector<std::vector<double>> samples;
     for (size_t k = 0; k < runs.size(); ++k) {

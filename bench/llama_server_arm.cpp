@@ -70,9 +70,19 @@ class LlamaServerArm : public Arm {
       r.Fail(port.status().ToString());
       return r;
     }
-    std::vector<std::string> argv = {path_, "-m", w.model_path, "--host", "127.0.0.1", "--port",
-                                     std::to_string(*port), "-c", std::to_string(w.ctx + w.gen), "-t",
-                                     std::to_string(w.threads), "-np", "1"};
+    std::vector<std::string> argv = {path_,
+                                     "-m",
+                                     w.model_path,
+                                     "--host",
+                                     "127.0.0.1",
+                                     "--port",
+                                     std::to_string(*port),
+                                     "-c",
+                                     std::to_string(w.ctx + w.gen),
+                                     "-t",
+                                     std::to_string(w.threads),
+                                     "-np",
+                                     "1"};
     r.commands.push_back(RedactModelPath(JoinCommand(argv), w.model_path));
     Timer budget;
     auto proc = Subprocess::Start(argv);
@@ -100,7 +110,8 @@ class LlamaServerArm : public Arm {
       usleep(200000);
     }
     if (!healthy) {
-      r.Fail(fmt::format("llama-server did not answer /health with 200 within {:g} s", w.startup_timeout_seconds),
+      r.Fail(fmt::format("llama-server did not answer /health with 200 within {:g} s",
+                         w.startup_timeout_seconds),
              p.StderrTail());
       p.Stop();
       return r;
@@ -119,17 +130,18 @@ class LlamaServerArm : public Arm {
     }
     if (!s.ok()) {
       const bool alive = p.Running();
-      r.Fail(s.ToString() + (alive ? "" : fmt::format(" (llama-server {})", p.ExitDescription())), p.StderrTail());
+      r.Fail(s.ToString() + (alive ? "" : fmt::format(" (llama-server {})", p.ExitDescription())),
+             p.StderrTail());
     }
     p.Stop();
     return r;
   }
 
  private:
-  Status OneRequest(httplib::Client& cli, const std::vector<int32_t>& prompt, const Workload& w, int64_t index,
-                    RequestSample* out) {
-    const nlohmann::json body = {{"prompt", prompt},     {"n_predict", w.gen},   {"temperature", 0},
-                                 {"cache_prompt", false}, {"stream", true},       {"return_tokens", true},
+  Status OneRequest(httplib::Client& cli, const std::vector<int32_t>& prompt, const Workload& w,
+                    int64_t index, RequestSample* out) {
+    const nlohmann::json body = {{"prompt", prompt},      {"n_predict", w.gen}, {"temperature", 0},
+                                 {"cache_prompt", false}, {"stream", true},     {"return_tokens", true},
                                  {"ignore_eos", true},    {"n_probs", 0}};
     RequestSample rs;
     rs.prompt_index = index;
@@ -172,7 +184,8 @@ class LlamaServerArm : public Arm {
     auto res = cli.send(req);
     const int64_t t_end = NowNanos();
     if (!res) return IoError("POST /completion: {}", httplib::to_string(res.error()));
-    if (res->status != 200) return IoError("POST /completion: HTTP {} {}", res->status, res->body.substr(0, 300));
+    if (res->status != 200)
+      return IoError("POST /completion: HTTP {} {}", res->status, res->body.substr(0, 300));
     if (!error.empty()) return Corrupt("POST /completion: {}", error);
     if (final_event.is_null()) return Corrupt("POST /completion: the stream ended without a final event");
     if (static_cast<int64_t>(rs.tokens.size()) != w.gen) {
@@ -186,7 +199,8 @@ class LlamaServerArm : public Arm {
                      prompt.size());
     }
     rs.ttft_ms = Ms(token_times.front() - t0);
-    for (size_t i = 1; i < token_times.size(); ++i) rs.itl_ms.push_back(Ms(token_times[i] - token_times[i - 1]));
+    for (size_t i = 1; i < token_times.size(); ++i)
+      rs.itl_ms.push_back(Ms(token_times[i] - token_times[i - 1]));
     rs.total_ms = Ms(t_end - t0);
     rs.prefill_ms = std::min(prompt_ms, rs.ttft_ms);
     rs.setup_ms = rs.ttft_ms - rs.prefill_ms;

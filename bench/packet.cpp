@@ -14,17 +14,23 @@ nlohmann::json OrNull(const std::vector<double>& v) {
 nlohmann::json RawDoc(const ArmRun& arm, const Workload& w) {
   nlohmann::json requests = nlohmann::json::array();
   for (const auto& r : arm.requests) {
-    nlohmann::json d = {{"queue", r.queue_ms},        {"setup", r.setup_ms},       {"prefill", r.prefill_ms},
-                        {"decode", r.decode_ms},      {"verification", r.verification_ms},
-                        {"recovery", r.recovery_ms},  {"other", r.other_ms},       {"total", r.total_ms}};
-    requests.push_back({{"prompt_index", r.prompt_index},
-                        {"ttft_ms", arm.measures_latency ? nlohmann::json(r.ttft_ms) : nlohmann::json(nullptr)},
-                        {"itl_ms", r.itl_ms},
-                        {"prefill_tps", r.prefill_tps},
-                        {"decode_tps", r.decode_tps},
-                        {"tokens_generated", r.tokens.size()},
-                        {"tokens", r.tokens},
-                        {"decomposition_ms", d}});
+    nlohmann::json d = {{"queue", r.queue_ms},
+                        {"setup", r.setup_ms},
+                        {"prefill", r.prefill_ms},
+                        {"decode", r.decode_ms},
+                        {"verification", r.verification_ms},
+                        {"recovery", r.recovery_ms},
+                        {"other", r.other_ms},
+                        {"total", r.total_ms}};
+    requests.push_back(
+        {{"prompt_index", r.prompt_index},
+         {"ttft_ms", arm.measures_latency ? nlohmann::json(r.ttft_ms) : nlohmann::json(nullptr)},
+         {"itl_ms", r.itl_ms},
+         {"prefill_tps", r.prefill_tps},
+         {"decode_tps", r.decode_tps},
+         {"tokens_generated", r.tokens.size()},
+         {"tokens", r.tokens},
+         {"decomposition_ms", d}});
   }
   nlohmann::json reps = nlohmann::json::array();
   for (size_t i = 0; i < arm.prefill_tps_samples.size(); ++i) {
@@ -33,21 +39,22 @@ nlohmann::json RawDoc(const ArmRun& arm, const Workload& w) {
                     {"prefill_tps", arm.prefill_tps_samples[i]},
                     {"decode_tps", arm.decode_tps_samples[i]}});
   }
-  return {{"schema", kRawSchema},
-          {"arm", arm.name},
-          {"spec", arm.spec},
-          {"engine", arm.engine},
-          {"version", arm.version},
-          {"status", arm.status},
-          {"reason", arm.reason},
-          {"stderr_tail", arm.stderr_tail},
-          {"measures",
-           {{"latency", arm.measures_latency}, {"tokens", arm.exposes_tokens}, {"logits", arm.exposes_logits}}},
-          {"workload", {{"prompts", w.prompts.size()}, {"ctx", w.ctx}, {"gen", w.gen}, {"warmup_runs", 1}}},
-          {"commands", arm.commands},
-          {"notes", arm.notes},
-          {"requests", requests},
-          {"repetitions", reps}};
+  return {
+      {"schema", kRawSchema},
+      {"arm", arm.name},
+      {"spec", arm.spec},
+      {"engine", arm.engine},
+      {"version", arm.version},
+      {"status", arm.status},
+      {"reason", arm.reason},
+      {"stderr_tail", arm.stderr_tail},
+      {"measures",
+       {{"latency", arm.measures_latency}, {"tokens", arm.exposes_tokens}, {"logits", arm.exposes_logits}}},
+      {"workload", {{"prompts", w.prompts.size()}, {"ctx", w.ctx}, {"gen", w.gen}, {"warmup_runs", 1}}},
+      {"commands", arm.commands},
+      {"notes", arm.notes},
+      {"requests", requests},
+      {"repetitions", reps}};
 }
 
 nlohmann::json MetricsFromRaw(const nlohmann::json& raw) {
@@ -65,7 +72,10 @@ nlohmann::json MetricsFromRaw(const nlohmann::json& raw) {
     pp.push_back(r["prefill_tps"].get<double>());
     tg.push_back(r["decode_tps"].get<double>());
   }
-  return {{"ttft_ms", OrNull(ttft)}, {"itl_ms", OrNull(itl)}, {"prefill_tps", OrNull(pp)}, {"decode_tps", OrNull(tg)}};
+  return {{"ttft_ms", OrNull(ttft)},
+          {"itl_ms", OrNull(itl)},
+          {"prefill_tps", OrNull(pp)},
+          {"decode_tps", OrNull(tg)}};
 }
 
 nlohmann::json DecompositionFromRaw(const nlohmann::json& raw) {

@@ -39,7 +39,8 @@ Result<PromptSet> LoadPromptSet(const std::string& path) {
   return set;
 }
 
-Result<std::vector<int32_t>> FitPrompt(const PromptSet& set, size_t index, int64_t ctx, const Tokenizer& tok) {
+Result<std::vector<int32_t>> FitPrompt(const PromptSet& set, size_t index, int64_t ctx,
+                                       const Tokenizer& tok) {
   if (ctx < 1) return InvalidArgument("ctx must be at least 1 token, got {}", ctx);
   if (set.prompts.empty()) return InvalidArgument("the prompt set is empty");
   const size_t n = set.prompts.size();

@@ -26,7 +26,7 @@ struct PromptEntry {
 struct PromptSet {
   std::string version;  // "v1", from the file name prompts-<version>.jsonl
   std::string file_name;
-  std::string sha256;   // of the file's bytes
+  std::string sha256;  // of the file's bytes
   std::vector<PromptEntry> prompts;
 };
 

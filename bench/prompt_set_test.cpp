@@ -45,7 +45,8 @@ TEST(PromptSet, FitGivesExactlyCtxTokensStartingWithThePrompt) {
     const size_t common = std::min(ids->size(), own->size());
     EXPECT_TRUE(std::equal(own->begin(), own->begin() + static_cast<long>(common), ids->begin())) << ctx;
   }
-  auto a = FitPrompt(*set, 99, 128, *tok), b = FitPrompt(*set, 99, 128, *tok), c = FitPrompt(*set, 98, 128, *tok);
+  auto a = FitPrompt(*set, 99, 128, *tok), b = FitPrompt(*set, 99, 128, *tok),
+       c = FitPrompt(*set, 98, 128, *tok);
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   EXPECT_EQ(*a, *b);  // deterministic, and wraps around the set
   EXPECT_NE(*a, *c);

@@ -16,7 +16,8 @@ size_t Count(const std::string& s, const std::string& what) {
 }
 
 TEST(Report, BarChartHasOneBarPerArmAndKey) {
-  const std::string svg = BarChartSvg("ttft", "ms", {"p50", "p95"}, {{"fak-cpu", {10, 12}}, {"a<b", {20, 30}}});
+  const std::string svg =
+      BarChartSvg("ttft", "ms", {"p50", "p95"}, {{"fak-cpu", {10, 12}}, {"a<b", {20, 30}}});
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   EXPECT_EQ(Count(svg, "<rect x="), 4u + 2u);  // 4 bars + 2 legend swatches
   EXPECT_NE(svg.find("a&lt;b"), std::string::npos);

@@ -27,7 +27,8 @@ void TailBuffer::Append(const char* data, size_t n) {
   }
 }
 
-Result<std::unique_ptr<Subprocess>> Subprocess::Start(const std::vector<std::string>& argv, size_t stdout_cap) {
+Result<std::unique_ptr<Subprocess>> Subprocess::Start(const std::vector<std::string>& argv,
+                                                      size_t stdout_cap) {
   if (argv.empty()) return InvalidArgument("no command to run");
   int out_pipe[2], err_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0) return IoError("pipe: {}", std::strerror(errno));
@@ -145,7 +146,8 @@ Subprocess::~Subprocess() {
 
 std::string Subprocess::ExitDescription() const {
   if (!exited_) return "still running";
-  if (term_signal_ != 0) return fmt::format("killed by signal {} ({})", term_signal_, strsignal(term_signal_));
+  if (term_signal_ != 0)
+    return fmt::format("killed by signal {} ({})", term_signal_, strsignal(term_signal_));
   return fmt::format("exit status {}", exit_code_);
 }
 
@@ -169,7 +171,8 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv, double ti
   }
   r.seconds = t.Seconds();
   r.exit_code = p->exit_code();
-  r.exit_description = r.timed_out ? fmt::format("timed out after {:.1f} s", timeout_seconds) : p->ExitDescription();
+  r.exit_description =
+      r.timed_out ? fmt::format("timed out after {:.1f} s", timeout_seconds) : p->ExitDescription();
   r.out = p->StdoutHead();
   r.err_tail = p->StderrTail();
   return r;

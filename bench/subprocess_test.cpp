@@ -30,8 +30,9 @@ TEST(Subprocess, CapturesStdoutStderrAndExitCode) {
 }
 
 TEST(Subprocess, KeepsOnlyTheStderrTail) {
-  auto r = RunProcess({Script("chatty", "i=0; while [ $i -lt 2000 ]; do echo line$i >&2; i=$((i+1)); done; echo LAST >&2")},
-                      30);
+  auto r = RunProcess(
+      {Script("chatty", "i=0; while [ $i -lt 2000 ]; do echo line$i >&2; i=$((i+1)); done; echo LAST >&2")},
+      30);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->exit_code, 0);
   EXPECT_EQ(r->err_tail.size(), kStderrTailBytes);

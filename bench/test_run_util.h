@@ -20,7 +20,8 @@ inline std::filesystem::path TempRoot(const std::string& name) {
   return p;
 }
 
-inline std::string FakeEngine(const std::filesystem::path& dir, const std::string& name, const std::string& body) {
+inline std::string FakeEngine(const std::filesystem::path& dir, const std::string& name,
+                              const std::string& body) {
   const auto p = dir / name;
   std::ofstream(p) << "#!/bin/sh\n" << body << "\n";
   std::filesystem::permissions(p, std::filesystem::perms::owner_all);

@@ -69,7 +69,8 @@ void CompareSummaries(Checker& c, const std::string& where, const json& stated, 
   for (const char* k : {"n", "p50", "p95", "mean", "min", "max"}) {
     if (!stated.contains(k) || !stated[k].is_number()) continue;  // reported by CheckSummary
     if (!NearlyEqual(stated[k].get<double>(), derived[k].get<double>())) {
-      c.Add("{}.{} is {} but the samples in {} give {}", where, k, stated[k].dump(), raw_name, derived[k].dump());
+      c.Add("{}.{} is {} but the samples in {} give {}", where, k, stated[k].dump(), raw_name,
+            derived[k].dump());
     }
   }
 }
@@ -102,13 +103,15 @@ bool CheckRaw(Checker& c, const std::string& fname, const json& raw, const json&
   ok = c.Has(raw, fname, "repetitions", &json::is_array, "an array") && ok;
   ok = c.Has(raw, fname, "measures", &json::is_object, "an object") && ok;
   if (!ok) return false;
-  if (raw.value("arm", "") != arm.value("name", "")) c.Add("{}: arm is \"{}\", packet says \"{}\"", fname, raw.value("arm", ""), arm.value("name", ""));
+  if (raw.value("arm", "") != arm.value("name", ""))
+    c.Add("{}: arm is \"{}\", packet says \"{}\"", fname, raw.value("arm", ""), arm.value("name", ""));
   const int64_t prompts = workload.value("prompts", int64_t{0}), gen = workload.value("gen", int64_t{0});
   const bool latency = raw["measures"].value("latency", false);
   const auto& reqs = raw["requests"];
   const auto& reps = raw["repetitions"];
   const int64_t n = static_cast<int64_t>(!reqs.empty() ? reqs.size() : reps.size());
-  if (n != prompts) c.Add("{}: {} samples (requests or repetitions), the workload has {} prompts", fname, n, prompts);
+  if (n != prompts)
+    c.Add("{}: {} samples (requests or repetitions), the workload has {} prompts", fname, n, prompts);
   for (size_t i = 0; i < reqs.size(); ++i) {
     const auto& r = reqs[i];
     const std::string where = fmt::format("{}: request {}", fname, i);
@@ -135,7 +138,8 @@ bool CheckRaw(Checker& c, const std::string& fname, const json& raw, const json&
       }
     }
     if (r.value("tokens_generated", int64_t{-1}) != gen) {
-      c.Add("{}: tokens_generated is {}, expected gen = {}", where, r.value("tokens_generated", int64_t{-1}), gen);
+      c.Add("{}: tokens_generated is {}, expected gen = {}", where, r.value("tokens_generated", int64_t{-1}),
+            gen);
     }
     const auto& d = r["decomposition_ms"];
     if (!d.contains("total") || !d["total"].is_number()) {
@@ -148,47 +152,58 @@ bool CheckRaw(Checker& c, const std::string& fname, const json& raw, const json&
   }
   for (size_t i = 0; i < reps.size(); ++i) {
     for (const char* k : {"prefill_ms", "decode_ms", "prefill_tps", "decode_tps"}) {
-      if (!c.Has(reps[i], fmt::format("{}: repetition {}", fname, i), k, &json::is_number, "a number")) ok = false;
+      if (!c.Has(reps[i], fmt::format("{}: repetition {}", fname, i), k, &json::is_number, "a number"))
+        ok = false;
     }
   }
   return ok;
 }
 
-void CheckQuality(Checker& c, const std::string& fname, const json& q, const json& arm, const std::string& ref) {
+void CheckQuality(Checker& c, const std::string& fname, const json& q, const json& arm,
+                  const std::string& ref) {
   if (!q.is_object() || q.value("schema", "") != "fak.bench.quality.v1") {
     c.Add("{}: schema is not fak.bench.quality.v1", fname);
     return;
   }
-  if (!c.Has(q, fname, "prompts", &json::is_array, "an array") || !c.Has(q, fname, "summary", &json::is_object, "an object") ||
+  if (!c.Has(q, fname, "prompts", &json::is_array, "an array") ||
+      !c.Has(q, fname, "summary", &json::is_object, "an object") ||
       !c.Has(q, fname, "policy", &json::is_object, "an object")) {
     return;
   }
-  if (q["policy"].value("name", "") != kQualityPolicy || q["policy"].value("version", 0) != kQualityPolicyVersion) {
+  if (q["policy"].value("name", "") != kQualityPolicy ||
+      q["policy"].value("version", 0) != kQualityPolicyVersion) {
     c.Add("{}: policy is not {} v{}", fname, kQualityPolicy, kQualityPolicyVersion);
   }
-  if (q.value("reference_arm", "") != ref) c.Add("{}: reference_arm is \"{}\", packet says \"{}\"", fname, q.value("reference_arm", ""), ref);
+  if (q.value("reference_arm", "") != ref)
+    c.Add("{}: reference_arm is \"{}\", packet says \"{}\"", fname, q.value("reference_arm", ""), ref);
   const std::string stated = q.value("verdict", "");
   const std::string packet_verdict = arm.contains("quality") ? arm["quality"].value("verdict", "") : "";
-  if (stated != packet_verdict) c.Add("{}: verdict \"{}\" but the packet says \"{}\"", fname, stated, packet_verdict);
+  if (stated != packet_verdict)
+    c.Add("{}: verdict \"{}\" but the packet says \"{}\"", fname, stated, packet_verdict);
   for (size_t i = 0; i < q["prompts"].size(); ++i) {
     const auto& e = q["prompts"][i];
     if (!e.contains("reference_tokens") || !e.contains("tokens_match")) continue;
     const bool match = e["tokens"] == e["reference_tokens"];
-    if (e["tokens_match"] != match) c.Add("{}: prompt {}: tokens_match is {} but the token lists {}", fname, i, e["tokens_match"].dump(), match ? "agree" : "differ");
+    if (e["tokens_match"] != match)
+      c.Add("{}: prompt {}: tokens_match is {} but the token lists {}", fname, i, e["tokens_match"].dump(),
+            match ? "agree" : "differ");
     if (e.contains("cosine") && e.contains("cosine_pass") &&
-        e["cosine_pass"].get<bool>() != (e["cosine"].get<double>() >= q["policy"].value("cosine_min", kCosineMin))) {
+        e["cosine_pass"].get<bool>() !=
+            (e["cosine"].get<double>() >= q["policy"].value("cosine_min", kCosineMin))) {
       c.Add("{}: prompt {}: cosine_pass disagrees with cosine {}", fname, i, e["cosine"].dump());
     }
   }
   const std::string implied = VerdictFromEvidence(q);
   if (implied != stated) c.Add("{}: verdict \"{}\" but its evidence implies \"{}\"", fname, stated, implied);
-  if (arm.value("status", "") != "ok" && stated != "arm-failed") c.Add("{}: a failed arm's verdict must be arm-failed", fname);
+  if (arm.value("status", "") != "ok" && stated != "arm-failed")
+    c.Add("{}: a failed arm's verdict must be arm-failed", fname);
 }
 
 }  // namespace
 
 nlohmann::ordered_json ValidationReport::ToJson() const {
-  nlohmann::ordered_json j = {{"schema", kValidationSchema}, {"valid", valid}, {"packet_sha256", packet_sha256}};
+  nlohmann::ordered_json j = {
+      {"schema", kValidationSchema}, {"valid", valid}, {"packet_sha256", packet_sha256}};
   if (!violations.empty()) j["violations"] = violations;
   return j;
 }
@@ -211,7 +226,8 @@ void ValidateInto(const std::string& packet_path, ValidationReport& rep) {
     return;
   }
   // Schema.
-  if (p.value("schema", "") != kPacketSchema) c.Add("{}: schema is \"{}\", expected {}", pname, p.value("schema", ""), kPacketSchema);
+  if (p.value("schema", "") != kPacketSchema)
+    c.Add("{}: schema is \"{}\", expected {}", pname, p.value("schema", ""), kPacketSchema);
   bool ok = c.Has(p, pname, "run", &json::is_object, "an object");
   ok = c.Has(p, pname, "hardware", &json::is_object, "an object") && ok;
   ok = c.Has(p, pname, "model", &json::is_object, "an object") && ok;
@@ -224,7 +240,8 @@ void ValidateInto(const std::string& packet_path, ValidationReport& rep) {
   if (!ok) return;
   const auto& hw = p["hardware"];
   c.Has(hw, "hardware", "host", &json::is_string, "a string");
-  if (c.Has(hw, "hardware", "cpu", &json::is_object, "an object")) c.Has(hw["cpu"], "hardware.cpu", "model", &json::is_string, "a string");
+  if (c.Has(hw, "hardware", "cpu", &json::is_object, "an object"))
+    c.Has(hw["cpu"], "hardware.cpu", "model", &json::is_string, "a string");
   c.Has(hw, "hardware", "memory_bytes", &json::is_number_unsigned, "a non-negative integer");
   c.Has(hw, "hardware", "gpu", &json::is_object, "an object");
   c.Has(hw, "hardware", "os", &json::is_object, "an object");
@@ -238,7 +255,8 @@ void ValidateInto(const std::string& packet_path, ValidationReport& rep) {
       c.Add("workload: {} must be at least 1", k);
     }
   }
-  if (p["quality_policy"].value("name", "") != kQualityPolicy) c.Add("quality_policy: name must be {}", kQualityPolicy);
+  if (p["quality_policy"].value("name", "") != kQualityPolicy)
+    c.Add("quality_policy: name must be {}", kQualityPolicy);
 
   // Digests of every referenced file.
   for (const auto& [name, sha] : p["files"].items()) {
@@ -270,13 +288,15 @@ void ValidateInto(const std::string& packet_path, ValidationReport& rep) {
     good = c.Has(a, where, "files", &json::is_object, "an object") && good;
     if (!good) continue;
     const std::string status = a["status"];
-    if (status != "ok" && status != "failed") c.Add("{}: status \"{}\" is neither ok nor failed", where, status);
+    if (status != "ok" && status != "failed")
+      c.Add("{}: status \"{}\" is neither ok nor failed", where, status);
     if (status == "failed" && a.value("reason", "").empty()) c.Add("{}: failed without a reason", where);
     const std::string raw_name = a["files"].value("raw", ""), q_name = a["files"].value("quality", "");
     for (const auto& f : {raw_name, q_name}) {
       if (f.empty() || !p["files"].contains(f)) c.Add("{}: file \"{}\" is not listed in files", where, f);
     }
-    if (raw_name.empty() || q_name.empty() || !p["files"].contains(raw_name) || !p["files"].contains(q_name)) continue;
+    if (raw_name.empty() || q_name.empty() || !p["files"].contains(raw_name) || !p["files"].contains(q_name))
+      continue;
     auto raw_text = ReadFileToString((dir / raw_name).string());
     auto q_text = ReadFileToString((dir / q_name).string());
     if (!raw_text.ok() || !q_text.ok()) continue;  // reported with the digests
@@ -291,8 +311,10 @@ void ValidateInto(const std::string& packet_path, ValidationReport& rep) {
       continue;
     }
     for (const auto& m : kMetrics) {
-      if (!a["metrics"].contains(m.name)) c.Add("{}: metrics.{} is missing", where, m.name);
-      else if (!a["metrics"][m.name].is_null()) CheckSummary(c, fmt::format("{}: metrics.{}", where, m.name), a["metrics"][m.name]);
+      if (!a["metrics"].contains(m.name))
+        c.Add("{}: metrics.{} is missing", where, m.name);
+      else if (!a["metrics"][m.name].is_null())
+        CheckSummary(c, fmt::format("{}: metrics.{}", where, m.name), a["metrics"][m.name]);
     }
     const auto& d = a["decomposition"];
     if (c.Has(d, where + ": decomposition", "parts_ms", &json::is_object, "an object") &&
@@ -303,7 +325,8 @@ void ValidateInto(const std::string& packet_path, ValidationReport& rep) {
     const json metrics = MetricsFromRaw(raw);
     for (const auto& m : kMetrics) {
       if (a["metrics"].contains(m.name)) {
-        CompareSummaries(c, fmt::format("{}: metrics.{}", where, m.name), a["metrics"][m.name], metrics[m.name], raw_name);
+        CompareSummaries(c, fmt::format("{}: metrics.{}", where, m.name), a["metrics"][m.name],
+                         metrics[m.name], raw_name);
       }
     }
     const json derived = DecompositionFromRaw(raw);
@@ -311,15 +334,18 @@ void ValidateInto(const std::string& packet_path, ValidationReport& rep) {
       c.Add("{}: {} holds no samples", where, raw_name);
     } else if (d.contains("parts_ms") && d.contains("total_ms")) {
       if (!NearlyEqual(d.value("total_ms", 0.0), derived["total_ms"].get<double>())) {
-        c.Add("{}: decomposition.total_ms is {} but {} gives {}", where, d["total_ms"].dump(), raw_name, derived["total_ms"].dump());
+        c.Add("{}: decomposition.total_ms is {} but {} gives {}", where, d["total_ms"].dump(), raw_name,
+              derived["total_ms"].dump());
       }
       if (d.value("count", int64_t{-1}) != derived["count"].get<int64_t>()) {
-        c.Add("{}: decomposition.count is {} but {} holds {} samples", where, d.value("count", int64_t{-1}), raw_name, derived["count"].dump());
+        c.Add("{}: decomposition.count is {} but {} holds {} samples", where, d.value("count", int64_t{-1}),
+              raw_name, derived["count"].dump());
       }
       for (const auto& part : DecompositionParts()) {
         if (d["parts_ms"].contains(part) && d["parts_ms"][part].is_number() &&
             !NearlyEqual(d["parts_ms"][part].get<double>(), derived["parts_ms"][part].get<double>())) {
-          c.Add("{}: decomposition.parts_ms.{} is {} but {} gives {}", where, part, d["parts_ms"][part].dump(), raw_name, derived["parts_ms"][part].dump());
+          c.Add("{}: decomposition.parts_ms.{} is {} but {} gives {}", where, part,
+                d["parts_ms"][part].dump(), raw_name, derived["parts_ms"][part].dump());
         }
       }
     }
@@ -334,8 +360,10 @@ void ValidateInto(const std::string& packet_path, ValidationReport& rep) {
     for (size_t i = 0; i < ratios.size(); ++i) {
       const auto& s = p["ratios"][i];
       for (const char* k : {"p50_ratio", "p95_ratio"}) {
-        if (!s.contains(k) || !s[k].is_number() || !NearlyEqual(s[k].get<double>(), ratios[i][k].get<double>())) {
-          c.Add("ratios[{}] ({} {}): {} does not follow from the metrics", i, ratios[i]["arm"].get<std::string>(), ratios[i]["metric"].get<std::string>(), k);
+        if (!s.contains(k) || !s[k].is_number() ||
+            !NearlyEqual(s[k].get<double>(), ratios[i][k].get<double>())) {
+          c.Add("ratios[{}] ({} {}): {} does not follow from the metrics", i,
+                ratios[i]["arm"].get<std::string>(), ratios[i]["metric"].get<std::string>(), k);
         }
       }
     }

@@ -128,10 +128,12 @@ TEST_F(ValidateTest, DroppedInterTokenSampleIsNamed) {
   Save(d, "fak-cpu-2-raw.json", raw, /*rehash=*/true);
   const ValidationReport r = ValidatePacket((d / "packet.json").string());
   EXPECT_FALSE(r.valid);
-  EXPECT_NE(All(r).find("fak-cpu-2-raw.json: request 1: 6 inter-token samples, expected gen - 1 = 7"), std::string::npos)
-      << All(r);
-  EXPECT_NE(All(r).find("arm fak-cpu-2: metrics.itl_ms.n is 21 but the samples in fak-cpu-2-raw.json give 20"),
+  EXPECT_NE(All(r).find("fak-cpu-2-raw.json: request 1: 6 inter-token samples, expected gen - 1 = 7"),
             std::string::npos)
+      << All(r);
+  EXPECT_NE(
+      All(r).find("arm fak-cpu-2: metrics.itl_ms.n is 21 but the samples in fak-cpu-2-raw.json give 20"),
+      std::string::npos)
       << All(r);
 }
 
@@ -151,7 +153,8 @@ TEST_F(ValidateTest, DroppedRequestIsNamedEvenWithoutRehash) {
 TEST_F(ValidateTest, BrokenPacketSumIsNamed) {
   const fs::path d = Copy();
   json p = Load(d / "packet.json");
-  p["arms"][0]["decomposition"]["parts_ms"]["decode"] = p["arms"][0]["decomposition"]["parts_ms"]["decode"].get<double>() + 1;
+  p["arms"][0]["decomposition"]["parts_ms"]["decode"] =
+      p["arms"][0]["decomposition"]["parts_ms"]["decode"].get<double>() + 1;
   Save(d, "packet.json", p, false);
   const ValidationReport r = ValidatePacket((d / "packet.json").string());
   EXPECT_FALSE(r.valid);
@@ -162,11 +165,13 @@ TEST_F(ValidateTest, BrokenPacketSumIsNamed) {
 TEST_F(ValidateTest, BrokenRequestSumIsNamed) {
   const fs::path d = Copy();
   json raw = Load(d / "fak-cpu-2-raw.json");
-  raw["requests"][0]["decomposition_ms"]["setup"] = raw["requests"][0]["decomposition_ms"]["setup"].get<double>() + 5;
+  raw["requests"][0]["decomposition_ms"]["setup"] =
+      raw["requests"][0]["decomposition_ms"]["setup"].get<double>() + 5;
   Save(d, "fak-cpu-2-raw.json", raw, true);
   const ValidationReport r = ValidatePacket((d / "packet.json").string());
   EXPECT_FALSE(r.valid);
-  EXPECT_NE(All(r).find("fak-cpu-2-raw.json: request 0: decomposition_ms: parts sum to"), std::string::npos) << All(r);
+  EXPECT_NE(All(r).find("fak-cpu-2-raw.json: request 0: decomposition_ms: parts sum to"), std::string::npos)
+      << All(r);
 }
 
 TEST_F(ValidateTest, PercentileOrderAndRecomputationAreChecked) {
@@ -196,9 +201,11 @@ TEST_F(ValidateTest, QualityVerdictMustMatchEvidence) {
   EXPECT_NE(All(r).find("fak-cpu-2-quality.json: prompt 2: tokens_match is true but the token lists differ"),
             std::string::npos)
       << All(r);
-  EXPECT_NE(All(r).find("fak-cpu-2-quality.json: verdict \"pass\" but its evidence implies \"fail\""), std::string::npos)
+  EXPECT_NE(All(r).find("fak-cpu-2-quality.json: verdict \"pass\" but its evidence implies \"fail\""),
+            std::string::npos)
       << All(r);
-  EXPECT_NE(All(r).find("fak-cpu-quality.json: verdict \"reference\" but the packet says \"pass\""), std::string::npos)
+  EXPECT_NE(All(r).find("fak-cpu-quality.json: verdict \"reference\" but the packet says \"pass\""),
+            std::string::npos)
       << All(r);
 }
 
@@ -213,7 +220,8 @@ TEST_F(ValidateTest, SchemaMissingFilesAndGarbage) {
   EXPECT_FALSE(r.valid);
   EXPECT_NE(All(r).find("packet.json: schema is \"fak.bench.comparison.v0\""), std::string::npos) << All(r);
   EXPECT_NE(All(r).find("workload: field \"ctx\" is missing"), std::string::npos) << All(r);
-  EXPECT_NE(All(r).find("fak-cpu-2-quality.json: referenced by the packet but cannot be read"), std::string::npos)
+  EXPECT_NE(All(r).find("fak-cpu-2-quality.json: referenced by the packet but cannot be read"),
+            std::string::npos)
       << All(r);
   WriteText(d / "packet.json", "{\"schema\": ");
   r = ValidatePacket((d / "packet.json").string());

@@ -18,13 +18,27 @@ std::string FirstLine(const std::string& s) { return s.substr(0, s.find('\n')); 
 
 // The command as it ran, rebuilt from the parsed values (so defaults are recorded too).
 std::vector<std::string> CommandLine(const bench::CompareOptions& o, const std::string& arms) {
-  std::vector<std::string> c = {"fak",     "bench",   "compare", "--model", o.model_path,
-                                "--arms",  arms,      "--prompts", std::to_string(o.prompts),
-                                "--ctx",   std::to_string(o.ctx), "--gen", std::to_string(o.gen),
-                                "--name",  o.name,    "--threads", std::to_string(o.threads)};
+  std::vector<std::string> c = {"fak",
+                                "bench",
+                                "compare",
+                                "--model",
+                                o.model_path,
+                                "--arms",
+                                arms,
+                                "--prompts",
+                                std::to_string(o.prompts),
+                                "--ctx",
+                                std::to_string(o.ctx),
+                                "--gen",
+                                std::to_string(o.gen),
+                                "--name",
+                                o.name,
+                                "--threads",
+                                std::to_string(o.threads)};
   if (!o.reference.empty()) c.insert(c.end(), {"--reference", o.reference});
   if (!o.tokenizer_path.empty()) c.insert(c.end(), {"--tokenizer", o.tokenizer_path});
-  c.insert(c.end(), {"--prompt-set", o.prompt_set_path, "--arm-timeout", fmt::format("{:g}", o.arm_timeout_seconds)});
+  c.insert(c.end(),
+           {"--prompt-set", o.prompt_set_path, "--arm-timeout", fmt::format("{:g}", o.arm_timeout_seconds)});
   return c;
 }
 
@@ -47,11 +61,14 @@ void RegisterBenchCompare(CLI::App* bench_cmd, Context& ctx) {
   cmp->add_option("--name", o.name, "Run name, the suffix of the run folder");
   cmp->add_option("--reference", o.reference, "Arm the others are compared with (default: the first)");
   cmp->add_option("--prompt-set", o.prompt_set_path, "Prompt set (JSONL)");
-  cmp->add_option("--tokenizer", o.tokenizer_path, "Tokenizer for fitting the prompts (default: the model's)");
-  cmp->add_option("--out", o.out_root, "Root of run folders (by-machine/<host>/<UTC time>-<name>/ is made in it)");
+  cmp->add_option("--tokenizer", o.tokenizer_path,
+                  "Tokenizer for fitting the prompts (default: the model's)");
+  cmp->add_option("--out", o.out_root,
+                  "Root of run folders (by-machine/<host>/<UTC time>-<name>/ is made in it)");
   cmp->add_option("-t,--threads", o.threads, "Threads for every arm (default: FAK_THREADS or all CPUs)");
   cmp->add_option("--arm-timeout", o.arm_timeout_seconds, "Seconds an external engine may take in all");
-  cmp->add_option("--startup-timeout", o.startup_timeout_seconds, "Seconds a server may take to answer /health");
+  cmp->add_option("--startup-timeout", o.startup_timeout_seconds,
+                  "Seconds a server may take to answer /health");
   cmp->add_option("--request-timeout", o.request_timeout_seconds, "Seconds one server request may take");
   cmp->add_flag("!--no-report", report, "Skip report.md and the SVG charts");
   cmp->add_flag("-q,--quiet", o.quiet, "No progress lines");
@@ -92,7 +109,8 @@ void RegisterBenchCompare(CLI::App* bench_cmd, Context& ctx) {
     }
   });
 
-  auto* val = bench_cmd->add_subcommand("validate", "Check a packet: schema, file digests, internal consistency");
+  auto* val =
+      bench_cmd->add_subcommand("validate", "Check a packet: schema, file digests, internal consistency");
   static std::string packet;
   static bool as_json = false;
   val->add_option("PACKET", packet, "packet.json, or the run folder holding it")->required();
