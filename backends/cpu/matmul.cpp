@@ -57,7 +57,7 @@ Status MatMulPacked(const QuantMatrix& w, const float* x, int64_t n_tokens, floa
   pool.ParallelFor(n_tokens, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) quantize(x + t * w.cols, w.cols, t, n_tokens, a);
   });
-  pool.ParallelFor(w.rows, kPackRows, [&](int64_t r0, int64_t r1) {
+  pool.ParallelForDynamic(w.rows, kPackRows, [&](int64_t r0, int64_t r1) {
     k.packed[f](w.data, w.cols, a, n_tokens, y, w.rows, r0, r1);
   });
   return Status::Ok();
@@ -84,11 +84,11 @@ Status MatMul(const QuantMatrix& w, const float* x, int64_t n_tokens, float* y, 
   });
   // Rows are split in multiples of 16 so every thread runs whole register tiles.
   if (n_tokens == 1) {
-    pool.ParallelFor(w.rows, 16, [&](int64_t r0, int64_t r1) {
+    pool.ParallelForDynamic(w.rows, 16, [&](int64_t r0, int64_t r1) {
       k.matvec[f](w.data, w.row_bytes, w.cols, act.data(), y, r0, r1);
     });
   } else {
-    pool.ParallelFor(w.rows, 16, [&](int64_t r0, int64_t r1) {
+    pool.ParallelForDynamic(w.rows, 16, [&](int64_t r0, int64_t r1) {
       k.matmul[f](w.data, w.row_bytes, w.cols, act.data(), act_stride, n_tokens, y, w.rows, r0, r1);
     });
   }

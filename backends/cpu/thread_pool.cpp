@@ -127,4 +127,23 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain, FunctionRef<void(int64_t,
   });
 }
 
+void ThreadPool::ParallelForDynamic(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn) {
+  if (grain < 1) grain = 1;
+  const int64_t units = (n + grain - 1) / grain;
+  if (units <= 1 || n_threads_ == 1) {
+    if (n > 0) fn(0, n);
+    return;
+  }
+  const int64_t per_chunk = (units + 8 * n_threads_ - 1) / (8 * n_threads_);
+  const int64_t chunk = per_chunk * grain;
+  std::atomic<int64_t> next{0};
+  Run([&](int, int) {
+    for (;;) {
+      const int64_t b = next.fetch_add(chunk, std::memory_order_relaxed);
+      if (b >= n) return;
+      fn(b, b + chunk < n ? b + chunk : n);
+    }
+  });
+}
+
 }  // namespace fak::cpu

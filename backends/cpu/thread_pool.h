@@ -52,6 +52,10 @@ class ThreadPool {
   // fn(begin, end) for each non-empty range.
   void ParallelFor(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn);
 
+  // Like ParallelFor, but [0, n) is cut into about 8 chunks per thread (multiples of `grain`) that the
+  // threads claim as they go, so one thread delayed by other processes does not hold up the rest.
+  void ParallelForDynamic(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn);
+
  private:
   void WorkerLoop(int index, int cpu);
 

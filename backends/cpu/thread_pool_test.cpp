@@ -34,6 +34,22 @@ TEST(ThreadPool, ParallelForCoversTheRangeInGrains) {
   }
 }
 
+TEST(ThreadPool, ParallelForDynamicCoversTheRangeOnceInGrains) {
+  ThreadPool pool(2);
+  for (int64_t n : {0, 1, 15, 16, 17, 100, 1000, 151936}) {
+    std::vector<std::atomic<int>> seen(n);
+    std::atomic<int> chunks{0};
+    pool.ParallelForDynamic(n, 16, [&](int64_t b, int64_t e) {
+      EXPECT_EQ(b % 16, 0);
+      EXPECT_TRUE(e % 16 == 0 || e == n);
+      chunks.fetch_add(1);
+      for (int64_t i = b; i < e; ++i) seen[i].fetch_add(1);
+    });
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(seen[i].load(), 1) << n << " " << i;
+    if (n >= 16 * 16) EXPECT_GE(chunks.load(), 8) << n;  // enough chunks to rebalance
+  }
+}
+
 TEST(ThreadPool, SingleThreadRunsInline) {
   ThreadPool pool(1);
   int calls = 0;
