@@ -3,7 +3,7 @@
 // dword broadcast to all 16 rows ({1to16}), so a block's exact integer sum for 16 rows takes 8
 // instructions and no horizontal reduction; the float steps then follow the reference per lane.
 //
-// Napkin math (one Zen 4/5 core, ~1 zmm vpdpbusd per cycle): q8_0 spends per (16 rows, block, token)
+// Napkin math (one core of this Zen 5 machine, ~1 zmm vpdpbusd per cycle): q8_0 spends per (16 rows, block, token)
 // 8 vpdpbusd + cvt + 2 mul + add, so at best ~80% of the int8 peak; decode streams 544 bytes per
 // (16 rows, block) in ~15 instructions, far below what memory delivers, so it is bandwidth-bound.
 //
