@@ -56,6 +56,11 @@ void RegisterSynth(CLI::App& app, Context& ctx) {
   cmd->callback([&ctx]() {
     o.type = type;
     if (o.tokenizer.empty()) o.tokenizer = DefaultTokenizer();
+    if (o.tokenizer.empty()) {
+      ctx.exit_code = Fail("no tokenizer found: pass --tokenizer (a Qwen2 tokenizer.json or its folder) or set "
+                           "FAK_SYNTH_TOKENIZER");
+      return;
+    }
     std::shared_ptr<ProgressBar> bar;
     o.progress = BarProgress(bar, "synth");
     auto r = convert::Synthesize(o);
