@@ -207,6 +207,7 @@ Result<CompareOutcome> RunCompare(const CompareOptions& o) {
         {"request_timeout_seconds", o.request_timeout_seconds}}},
       {"arms", arm_manifest},
       {"load_average", {{"before", load_before}, {"after", LoadAverage()}}},
+      {"prompt_token_ids", {{"warmup", w.warmup}, {"measured", w.prompts}}},
       {"duration_seconds", total.Seconds()}};
   std::string sha;
   FAK_RETURN_IF_ERROR(WriteJson(dir / "manifest.json", manifest, &sha));
