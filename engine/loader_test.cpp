@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/cpu/matmul.h"
+#include "backends/cpu/packed.h"
 #include "engine/model.h"
 #include "engine/session.h"
 #include "formats/gguf_writer.h"
@@ -134,11 +136,19 @@ TEST_F(HfLoad, LeanQuantizeEqualsLoadThenQuantize) {
     ASSERT_TRUE(lean.ok() && full.ok());
     auto check = [](const Weight& l, const Weight& f) {
       ASSERT_EQ(f.type, GgmlType::kF32);
-      std::vector<uint8_t> row(l.row_bytes);
+      std::vector<uint8_t> rows(l.row_bytes * static_cast<size_t>(l.rows));
       for (int64_t r = 0; r < l.rows; ++r) {
-        ASSERT_TRUE(QuantizeRow(l.type, reinterpret_cast<const float*>(f.row(r)), row.data(), l.cols).ok());
-        ASSERT_EQ(0, std::memcmp(row.data(), l.row(r), l.row_bytes)) << "row " << r;
+        ASSERT_TRUE(QuantizeRow(l.type, reinterpret_cast<const float*>(f.row(r)), &rows[r * l.row_bytes], l.cols).ok());
       }
+      if (!l.packed) {
+        ASSERT_EQ(0, std::memcmp(rows.data(), l.data, rows.size()));
+        return;
+      }
+      auto format = cpu::WeightFormatFor(l.type);
+      ASSERT_TRUE(format.ok());
+      std::vector<uint8_t> packed(cpu::PackedBytes(*format, l.rows, l.cols));
+      ASSERT_TRUE(cpu::PackMatrix(l.type, rows.data(), l.rows, l.cols, packed.data()).ok());
+      ASSERT_EQ(0, std::memcmp(packed.data(), l.data, packed.size()));
     };
     for (size_t i = 0; i < (*lean)->layers.size(); ++i) {
       const auto& L = (*lean)->layers[i];

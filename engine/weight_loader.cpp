@@ -1,9 +1,12 @@
 #include "engine/weight_loader.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/ranges.h>
 
+#include "backends/cpu/matmul.h"
+#include "backends/cpu/packed.h"
 #include "quant/codec.h"
 
 namespace fak {
@@ -22,6 +25,12 @@ bool IsKernelType(GgmlType t) {
 }
 
 bool IsFloatType(GgmlType t) { return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16; }
+
+// True when the CPU kernels read this format faster from the packed layout.
+bool ShouldPack(GgmlType t, int64_t cols) {
+  auto f = cpu::WeightFormatFor(t);
+  return f.ok() && cpu::HasPackedLayout(*f) && cpu::PreferPackedLayout(*f) && cpu::PackedBytes(*f, 1, cols) > 0;
+}
 
 bool Fits(GgmlType t, int64_t cols) {
   auto tr = GetGgmlTypeTraits(t);
@@ -68,7 +77,7 @@ Result<const SourceTensor*> WeightLoader::Get(const std::string& name, std::vect
   return t;
 }
 
-Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int64_t rows, int64_t cols) {
+Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int64_t rows, int64_t cols, bool pack) {
   Weight w;
   w.type = target;
   w.rows = rows;
@@ -76,8 +85,11 @@ Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int
   auto row_bytes = GgmlRowBytes(target, static_cast<uint64_t>(cols));
   if (!row_bytes) return Internal("tensor '{}': {} rows of {} do not fit {}", t.name, rows, cols, GgmlTypeName(target));
   w.row_bytes = static_cast<size_t>(*row_bytes);
-  const size_t total = w.row_bytes * static_cast<size_t>(rows);
-  const bool in_place = options_.use_mmap && target == t.type && source_.kind() == "gguf";
+  pack = pack && ShouldPack(target, cols);
+  w.packed = pack;
+  const cpu::WeightFormat format = pack ? *cpu::WeightFormatFor(target) : cpu::WeightFormat::kQ8_0;
+  const size_t total = pack ? cpu::PackedBytes(format, rows, cols) : w.row_bytes * static_cast<size_t>(rows);
+  const bool in_place = !pack && options_.use_mmap && target == t.type && source_.kind() == "gguf";
   if (pass_ == Pass::kPlan) {
     if (!in_place) planned_bytes_ += WeightArena::Aligned(total);
     w.data = t.data;  // placeholder so present() holds during planning
@@ -90,27 +102,37 @@ Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int
   }
   uint8_t* dst = arena_->Allocate(total);
   if (dst == nullptr) return Internal("weight arena too small for '{}' ({} bytes)", t.name, total);
-  if (target == t.type) {
-    std::memcpy(dst, t.data, total);
-  } else {
-    const size_t src_row = static_cast<size_t>(*GgmlRowBytes(t.type, static_cast<uint64_t>(cols)));
-    std::vector<float> scratch(static_cast<size_t>(cols));
-    constexpr size_t kReleaseEvery = size_t{16} << 20;  // give source pages back every 16 MiB read
-    size_t released = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      const size_t read = static_cast<size_t>(r) * src_row;
-      if (read - released >= kReleaseEvery) {
-        source_.Release(t.data + released, read - released);
-        released = read;
-      }
-      const uint8_t* s = t.data + static_cast<size_t>(r) * src_row;
-      uint8_t* d = dst + static_cast<size_t>(r) * w.row_bytes;
-      if (target == GgmlType::kF32) {
+  const size_t src_row = static_cast<size_t>(*GgmlRowBytes(t.type, static_cast<uint64_t>(cols)));
+  // Rows are produced in groups of the packed layout's height (or one at a time), converted through
+  // one f32 row of scratch, so no whole-tensor copy is ever made.
+  const int64_t group = pack ? cpu::kPackRows : 1;
+  const size_t group_out = pack ? cpu::PackedGroupBytes(format, cols) : w.row_bytes;
+  std::vector<float> scratch(static_cast<size_t>(cols));
+  std::vector<uint8_t> rows_buf(pack ? w.row_bytes * static_cast<size_t>(group) : 0);
+  constexpr size_t kReleaseEvery = size_t{16} << 20;  // give source pages back every 16 MiB read
+  size_t released = 0;
+  for (int64_t g0 = 0; g0 < rows; g0 += group) {
+    const int64_t n = std::min(group, rows - g0);
+    const size_t read = static_cast<size_t>(g0) * src_row;
+    if (read - released >= kReleaseEvery) {
+      source_.Release(t.data + released, read - released);
+      released = read;
+    }
+    uint8_t* out = pack ? rows_buf.data() : dst + static_cast<size_t>(g0) * w.row_bytes;
+    for (int64_t i = 0; i < n; ++i) {
+      const uint8_t* s = t.data + static_cast<size_t>(g0 + i) * src_row;
+      uint8_t* d = out + static_cast<size_t>(i) * w.row_bytes;
+      if (target == t.type) {
+        std::memcpy(d, s, w.row_bytes);
+      } else if (target == GgmlType::kF32) {
         FAK_RETURN_IF_ERROR(DequantizeRow(t.type, s, reinterpret_cast<float*>(d), cols));
       } else {
         FAK_RETURN_IF_ERROR(DequantizeRow(t.type, s, scratch.data(), cols));
         FAK_RETURN_IF_ERROR(QuantizeRow(target, scratch.data(), d, cols));
       }
+    }
+    if (pack) {
+      FAK_RETURN_IF_ERROR(cpu::PackMatrix(target, rows_buf.data(), n, cols, dst + static_cast<size_t>(g0 / group) * group_out));
     }
   }
   source_.Release(t.data, t.n_bytes);
@@ -121,6 +143,19 @@ Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int
 
 Result<Weight> WeightLoader::Matrix(const std::string& name, int64_t rows, int64_t cols, const char* what,
                                     bool embedding) {
+  return MatrixImpl(name, rows, cols, what, embedding, /*pack=*/!embedding);
+}
+
+Result<Weight> WeightLoader::TiedOutput(const std::string& name, int64_t rows, int64_t cols, const char* what) {
+  FAK_ASSIGN_OR_RETURN(const SourceTensor* t,
+                       Get(name, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)}, what));
+  const GgmlType target = TargetType(t->type, cols, /*embedding=*/true);
+  if (!ShouldPack(target, cols)) return Weight{};  // the embedding itself serves
+  return MatrixImpl(name, rows, cols, what, /*embedding=*/true, /*pack=*/true);
+}
+
+Result<Weight> WeightLoader::MatrixImpl(const std::string& name, int64_t rows, int64_t cols, const char* what,
+                                        bool embedding, bool pack) {
   FAK_ASSIGN_OR_RETURN(const SourceTensor* t,
                        Get(name, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)}, what));
   GgmlType target = TargetType(t->type, cols, embedding);
@@ -128,12 +163,12 @@ Result<Weight> WeightLoader::Matrix(const std::string& name, int64_t rows, int64
     return Unsupported("tensor '{}' is {}: fak has no CPU kernels for it (convert with --quant q8_0 or q4_k)", name,
                        GgmlTypeName(target));
   }
-  return Convert(*t, target, rows, cols);
+  return Convert(*t, target, rows, cols, pack);
 }
 
 Result<Weight> WeightLoader::Vector(const std::string& name, int64_t n, const char* what) {
   FAK_ASSIGN_OR_RETURN(const SourceTensor* t, Get(name, {static_cast<uint64_t>(n)}, what));
-  return Convert(*t, GgmlType::kF32, 1, n);
+  return Convert(*t, GgmlType::kF32, 1, n, /*pack=*/false);
 }
 
 Result<Weight> WeightLoader::OptionalVector(const std::string& name, int64_t n, const char* what) {

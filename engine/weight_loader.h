@@ -30,8 +30,12 @@ class WeightLoader {
   bool Has(const std::string& name) const { return source_.Find(name) != nullptr; }
   // A (rows, cols) matrix converted to the target format. `what` explains the shape in errors
   // ("n_head*head_dim x d_model"). `embedding` matrices are also read row by row for lookups.
+  // Matrices that only feed matmuls are packed into the kernels' row-interleaved layout where that is
+  // faster; `embedding` matrices keep GGUF rows so single rows can be looked up.
   Result<Weight> Matrix(const std::string& name, int64_t rows, int64_t cols, const char* what,
                         bool embedding = false);
+  // The embedding matrix again, for use as the (tied) output projection: packed when that is faster.
+  Result<Weight> TiedOutput(const std::string& name, int64_t rows, int64_t cols, const char* what);
   // An f32 vector of n elements.
   Result<Weight> Vector(const std::string& name, int64_t n, const char* what);
   // As Vector, or an empty Weight when the source lacks it.
@@ -42,7 +46,9 @@ class WeightLoader {
 
  private:
   Result<const SourceTensor*> Get(const std::string& name, std::vector<uint64_t> shape, const char* what) const;
-  Result<Weight> Convert(const SourceTensor& t, GgmlType target, int64_t rows, int64_t cols);
+  Result<Weight> Convert(const SourceTensor& t, GgmlType target, int64_t rows, int64_t cols, bool pack);
+  Result<Weight> MatrixImpl(const std::string& name, int64_t rows, int64_t cols, const char* what, bool embedding,
+                            bool pack);
 
   const WeightSource& source_;
   LoadOptions options_;

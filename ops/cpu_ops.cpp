@@ -84,6 +84,7 @@ void SiluMul(float* g, const float* u, int64_t n) {
 }
 
 Status EmbeddingRow(const Weight& table, int64_t id, float* out) {
+  if (table.packed) return Internal("embedding lookup from a packed matrix");
   if (id < 0 || id >= table.rows) {
     return OutOfRange("token id {} is outside the vocabulary (0..{})", id, table.rows - 1);
   }
@@ -102,7 +103,8 @@ Status MatMul(const Weight& w, const float* x, int64_t n_tokens, float* y, cpu::
     });
     return Status::Ok();
   }
-  FAK_ASSIGN_OR_RETURN(cpu::QuantMatrix m, cpu::MakeQuantMatrix(w.type, w.data, w.rows, w.cols));
+  FAK_ASSIGN_OR_RETURN(cpu::QuantMatrix m, w.packed ? cpu::MakePackedQuantMatrix(w.type, w.data, w.rows, w.cols)
+                                                     : cpu::MakeQuantMatrix(w.type, w.data, w.rows, w.cols));
   return cpu::MatMul(m, x, n_tokens, y, pool);
 }
 

@@ -18,7 +18,10 @@ Status BindLlama(Model& m, WeightLoader& ld) {
   if (ld.Has("output.weight")) {
     FAK_ASSIGN_OR_RETURN(m.output, ld.Matrix("output.weight", c.vocab_size, d, "vocab x d_model", true));
   } else {
-    m.output = m.token_embd;  // tied embeddings
+    // Tied embeddings: the lookup table keeps GGUF rows; the output projection gets a packed copy when
+    // the kernels read that faster.
+    FAK_ASSIGN_OR_RETURN(m.output, ld.TiedOutput("token_embd.weight", c.vocab_size, d, "vocab x d_model"));
+    if (!m.output.present()) m.output = m.token_embd;
   }
   m.layers.resize(static_cast<size_t>(c.n_layer));
   for (int64_t i = 0; i < c.n_layer; ++i) {

@@ -17,6 +17,7 @@
 #include "engine/session.h"
 #include "formats/gguf.h"
 #include "quant/codec.h"
+#include "tokenizer/loader.h"
 
 namespace fak::convert {
 namespace {
@@ -62,16 +63,22 @@ struct HfTensor {
   std::vector<float> values;
 };
 
-// A tiny llama checkpoint: config.json, model.safetensors (F32), a 257-token byte-level tokenizer.
-std::vector<HfTensor> WriteTinyLlamaCheckpoint(const fs::path& dir) {
-  const int64_t d = 64, ffn = 128, n_head = 4, n_kv = 2, hd = 16, vocab = 320, layers = 2;
-  nlohmann::json config = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"},
+// A tiny checkpoint: config.json, model.safetensors (F32) and a tokenizer: a 257-token byte-level
+// tokenizer.json for llama, Llama 2's SentencePiece tokenizer.model for qwen2 (with q/k/v biases).
+std::vector<HfTensor> WriteTinyCheckpoint(const fs::path& dir, const std::string& model_type = "llama") {
+  const bool qwen2 = model_type == "qwen2";
+  const int64_t d = 64, ffn = 128, n_head = 4, n_kv = 2, hd = 16, vocab = qwen2 ? 32000 : 320, layers = 2;
+  nlohmann::json config = {{"architectures", {qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
+                           {"model_type", model_type},
                            {"hidden_size", d}, {"intermediate_size", ffn}, {"num_hidden_layers", layers},
                            {"num_attention_heads", n_head}, {"num_key_value_heads", n_kv},
                            {"vocab_size", vocab}, {"max_position_embeddings", 512}, {"rms_norm_eps", 1e-5},
                            {"rope_theta", 10000.0}, {"tie_word_embeddings", false}, {"torch_dtype", "float32"},
                            {"bos_token_id", 256}, {"eos_token_id", 256}};
   std::ofstream(dir / "config.json") << config.dump();
+  if (qwen2) {
+    fs::copy("../shared/fixtures/tokenizers/llama2/tokenizer.model", dir / "tokenizer.model");
+  }
   nlohmann::json vocab_json = nlohmann::json::object();
   for (int b = 0; b < 256; ++b) vocab_json[ByteChar(b)] = b;
   nlohmann::json tok = {
@@ -79,7 +86,7 @@ std::vector<HfTensor> WriteTinyLlamaCheckpoint(const fs::path& dir) {
       {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
       {"decoder", {{"type", "ByteLevel"}}},
       {"added_tokens", {{{"id", 256}, {"content", "<|end|>"}, {"special", true}}}}};
-  std::ofstream(dir / "tokenizer.json") << tok.dump();
+  if (!qwen2) std::ofstream(dir / "tokenizer.json") << tok.dump();
 
   std::vector<HfTensor> ts;
   auto add = [&](std::string name, std::vector<int64_t> shape, float mean, float sd) {
@@ -95,6 +102,11 @@ std::vector<HfTensor> WriteTinyLlamaCheckpoint(const fs::path& dir) {
     add(p + "self_attn.q_proj.weight", {n_head * hd, d}, 0, 0.3f);
     add(p + "self_attn.k_proj.weight", {n_kv * hd, d}, 0, 0.3f);
     add(p + "self_attn.v_proj.weight", {n_kv * hd, d}, 0, 0.1f);
+    if (qwen2) {
+      add(p + "self_attn.q_proj.bias", {n_head * hd}, 0, 0.1f);
+      add(p + "self_attn.k_proj.bias", {n_kv * hd}, 0, 0.1f);
+      add(p + "self_attn.v_proj.bias", {n_kv * hd}, 0, 0.1f);
+    }
     add(p + "self_attn.o_proj.weight", {d, n_head * hd}, 0, 0.1f);
     add(p + "post_attention_layernorm.weight", {d}, 1, 0.1f);
     add(p + "mlp.gate_proj.weight", {ffn, d}, 0, 0.1f);
@@ -165,7 +177,7 @@ TEST(Llama3Rope, FactorsReproduceTheScaledFrequencies) {
 TEST_F(QuantizeTest, HfLlamaToGgufPermutesQkAndComputesTheSameLogits) {
   const fs::path hf = dir_ / "tiny-llama-hf";
   fs::create_directories(hf);
-  const std::vector<HfTensor> ts = WriteTinyLlamaCheckpoint(hf);
+  const std::vector<HfTensor> ts = WriteTinyCheckpoint(hf);
   QuantizeOptions o{hf.string(), Path("tiny.gguf"), "f32", 2, {}};
   auto r = QuantizeModel(o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -201,10 +213,39 @@ TEST_F(QuantizeTest, HfLlamaToGgufPermutesQkAndComputesTheSameLogits) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4f) << i;
 }
 
+TEST_F(QuantizeTest, HfQwen2ToGgufKeepsRowsBiasesAndASentencePieceTokenizer) {
+  const fs::path hf = dir_ / "tiny-qwen2-hf";
+  fs::create_directories(hf);
+  const std::vector<HfTensor> ts = WriteTinyCheckpoint(hf, "qwen2");
+  auto r = QuantizeModel({hf.string(), Path("q.gguf"), "f32", 2, {}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto f = GgufFile::Open(Path("q.gguf"));
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(*f->GetString("general.architecture"), "qwen2");
+  EXPECT_EQ(*f->GetString("tokenizer.ggml.model"), "llama");
+  for (const HfTensor& t : ts) {  // nothing is permuted for qwen2
+    const GgufTensorInfo* g = f->FindTensor(CanonicalTensorName(t.name));
+    ASSERT_NE(g, nullptr) << t.name;
+    EXPECT_EQ(0, std::memcmp(g->data, t.values.data(), t.values.size() * 4)) << t.name;
+  }
+  auto from_gguf = LoadTokenizer(Path("q.gguf"));
+  auto from_model = LoadTokenizer((hf / "tokenizer.model").string());
+  ASSERT_TRUE(from_gguf.ok()) << from_gguf.status().ToString();
+  ASSERT_TRUE(from_model.ok());
+  for (const char* text : {"Hello world", " leading space, déjà vu 123", "multi\nline\ttabs"}) {
+    EXPECT_EQ(*from_gguf->Encode(text), *from_model->Encode(text)) << text;
+  }
+  const std::vector<int32_t> prompt = {1, 15043, 3186, 29892, 920, 526};
+  const std::vector<float> a = LastLogits(hf.string(), prompt);
+  const std::vector<float> b = LastLogits(Path("q.gguf"), prompt);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); i += 97) EXPECT_NEAR(a[i], b[i], 1e-4f) << i;
+}
+
 TEST_F(QuantizeTest, GgufF16ToQ8_0EqualsRowWiseRequantization) {
   const fs::path hf = dir_ / "hf";
   fs::create_directories(hf);
-  WriteTinyLlamaCheckpoint(hf);
+  WriteTinyCheckpoint(hf);
   ASSERT_TRUE(QuantizeModel({hf.string(), Path("f16.gguf"), "f16", 2, {}}).ok());
   auto r = QuantizeModel({Path("f16.gguf"), Path("q8.gguf"), "q8_0", 2, {}});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -246,7 +287,7 @@ TEST_F(QuantizeTest, GgufF16ToQ8_0EqualsRowWiseRequantization) {
 TEST_F(QuantizeTest, BadInputFailsClearlyAndWritesNothing) {
   const fs::path hf = dir_ / "hf";
   fs::create_directories(hf);
-  WriteTinyLlamaCheckpoint(hf);
+  WriteTinyCheckpoint(hf);
   std::ofstream(Path("notes.txt")) << "not a model";
   const fs::path broken = dir_ / "broken";
   fs::create_directories(broken);
