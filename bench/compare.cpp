@@ -33,7 +33,8 @@ std::string UtcNow(const char* format) {
 }
 
 Status WriteJson(const fs::path& path, const nlohmann::json& doc, std::string* sha) {
-  const std::string text = doc.dump(1) + "\n";
+  // Engine output may hold invalid UTF-8 (a stderr tail cut anywhere): written as U+FFFD.
+  const std::string text = doc.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   std::ofstream f(path, std::ios::binary);
   if (!f) return IoError("cannot write {}", path.string());
   f.write(text.data(), static_cast<std::streamsize>(text.size()));

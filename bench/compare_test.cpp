@@ -23,6 +23,8 @@ TEST(Compare, BrokenExternalEnginesAreFailedArms) {
       testing::FakeEngine(root, "crash-bench", "echo 'ggml: out of memory at layer 3' >&2; exit 134");
   const std::string garbage =
       testing::FakeEngine(root, "garbage-bench", "echo '<<<not json>>>'; echo warn >&2");
+  const std::string binary =
+      testing::FakeEngine(root, "binary-bench", "printf 'bad \\377\\376 bytes\\n' >&2; exit 1");
   const std::string hang = testing::FakeEngine(root, "hang-bench", "echo 'loading...' >&2; sleep 100");
   const std::string dead_server =
       testing::FakeEngine(root, "dead-server", "echo 'error: unknown argument' >&2; exit 1");
@@ -31,23 +33,24 @@ TEST(Compare, BrokenExternalEnginesAreFailedArms) {
   const std::string wrong_json =
       testing::FakeEngine(root, "wrong-json-bench", "echo '[{\"n_prompt\": 5, \"n_gen\": 0}]'");
   CompareOptions o = testing::TinyOptions(
-      root / "runs", {"fak:cpu", "llama.cpp:" + crash, "llama.cpp:" + garbage, "llama.cpp:" + hang,
-                      "llama.cpp-server:" + dead_server, "llama.cpp-server:" + mute_server,
-                      "llama.cpp:" + wrong_json, "llama.cpp:/nonexistent/llama-bench", "fak:cuda"});
+      root / "runs",
+      {"fak:cpu", "llama.cpp:" + crash, "llama.cpp:" + garbage, "llama.cpp:" + hang,
+       "llama.cpp-server:" + dead_server, "llama.cpp-server:" + mute_server, "llama.cpp:" + wrong_json,
+       "llama.cpp:/nonexistent/llama-bench", "fak:cuda", "llama.cpp:" + binary});
   o.arm_timeout_seconds = 1.5;
   o.startup_timeout_seconds = 1.5;
   Timer t;
   auto out = RunCompare(o);
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_LT(t.Seconds(), 20);
-  EXPECT_EQ(out->failed_arms, 8);
+  EXPECT_EQ(out->failed_arms, 9);
   const ValidationReport v = ValidatePacket(out->packet_path);
   EXPECT_TRUE(v.valid) << (v.violations.empty() ? "" : v.violations[0]);
 
   const json p = json::parse(testing::ReadText(out->packet_path));
   std::map<std::string, json> arms;
   for (const auto& a : p["arms"]) arms[a["name"]] = a;
-  ASSERT_EQ(arms.size(), 9u);
+  ASSERT_EQ(arms.size(), 10u);
   EXPECT_EQ(arms["fak-cpu"]["status"], "ok");
   EXPECT_EQ(arms["fak-cpu"]["quality"]["verdict"], "reference");
 
@@ -79,6 +82,8 @@ TEST(Compare, BrokenExternalEnginesAreFailedArms) {
   EXPECT_NE(arms["llama.cpp-5"]["reason"].get<std::string>().find("cannot start /nonexistent/llama-bench"),
             std::string::npos);
   EXPECT_NE(arms["fak-cuda"]["reason"].get<std::string>().find("CUDA"), std::string::npos);
+  // Invalid UTF-8 on stderr is kept as U+FFFD, so the files stay JSON.
+  EXPECT_EQ(arms["llama.cpp-6"]["stderr_tail"], "bad \ufffd\ufffd bytes\n");
   EXPECT_TRUE(p["ratios"].empty());  // no second arm measured anything
 
   auto files = WriteReport(out->run_dir);
@@ -131,11 +136,13 @@ TEST(Compare, ServerArmTimesStreamedTokens) {
       testing::FakeEngine(root, "garbage-server", "exec " + fake + " --mode garbage \"$@\"");
   const std::string shorter =
       testing::FakeEngine(root, "short-server", "exec " + fake + " --mode short \"$@\"");
+  const std::string drop = testing::FakeEngine(root, "drop-server", "exec " + fake + " --mode drop \"$@\"");
   const std::string crash =
       testing::FakeEngine(root, "crash-server", "exec " + fake + " --mode crash \"$@\"");
   CompareOptions o =
       testing::TinyOptions(root / "runs", {"fak:cpu", "llama.cpp-server:" + ok, "llama.cpp-server:" + garbage,
-                                           "llama.cpp-server:" + shorter, "llama.cpp-server:" + crash});
+                                           "llama.cpp-server:" + shorter, "llama.cpp-server:" + crash,
+                                           "llama.cpp-server:" + drop});
   o.startup_timeout_seconds = 20;
   o.request_timeout_seconds = 5;
   auto out = RunCompare(o);

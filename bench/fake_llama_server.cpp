@@ -1,7 +1,8 @@
 // A stand-in for llama-server in the tests: answers /health and a streaming /completion on the given
 // loopback port the way llama-server does, with deterministic tokens (prompt[i] + 1), or misbehaves
 // as --mode asks: garbage (an event that is not JSON), short (one token too few), crash (exits on
-// the first completion).
+// the first completion), drop (an error event after 3 tokens of every request for a prompt of the
+// original length, as llama-server does when its output parser rejects the text).
 #include <httplib.h>
 
 #include <chrono>
@@ -45,8 +46,16 @@ int main(int argc, char** argv) {
     }
     const std::vector<int> prompt = body["prompt"].get<std::vector<int>>();
     const int n = body.value("n_predict", 16) - (mode == "short" ? 1 : 0);
-    res.set_chunked_content_provider("text/event-stream", [prompt, n, mode](size_t, httplib::DataSink& sink) {
+    const bool drop = mode == "drop" && prompt.size() == 16;
+    res.set_chunked_content_provider("text/event-stream", [prompt, n, mode, drop](size_t,
+                                                                                  httplib::DataSink& sink) {
       for (int i = 0; i < n; ++i) {
+        if (drop && i == 3) {
+          const std::string err = "data: {\"error\":{\"code\":500,\"message\":\"output parser failed\"}}\n\n";
+          sink.write(err.data(), err.size());
+          sink.done();
+          return true;
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(i == 0 ? 5 : 1));
         const int tok = prompt[static_cast<size_t>(i) % prompt.size()] + 1;
         std::string ev =

@@ -56,7 +56,8 @@ class LlamaServerArm : public Arm {
                {"decomposition",
                 "queue 0 (one request at a time); prefill: the server's prompt_ms (capped at TTFT); setup: "
                 "TTFT - prefill (HTTP, slot set-up, first sample, delivery); decode: first to last token; "
-                "verification 0; recovery 0; other: last token to the end of the response"},
+                "verification 0; recovery: from a dropped stream to the continuation's first token; other: "
+                "last token to the end of each response"},
                {"logits", "not exposed by /completion; quality compares greedy tokens only"},
                {"warmup", "one request with the warm-up prompt, excluded"}};
     auto ver = RunProcess({path_, "--version"}, std::min(10.0, w.startup_timeout_seconds));
@@ -138,79 +139,146 @@ class LlamaServerArm : public Arm {
   }
 
  private:
-  Status OneRequest(httplib::Client& cli, const std::vector<int32_t>& prompt, const Workload& w,
-                    int64_t index, RequestSample* out) {
-    const nlohmann::json body = {{"prompt", prompt},      {"n_predict", w.gen}, {"temperature", 0},
-                                 {"cache_prompt", false}, {"stream", true},     {"return_tokens", true},
-                                 {"ignore_eos", true},    {"n_probs", 0}};
-    RequestSample rs;
-    rs.prompt_index = index;
-    std::vector<int64_t> token_times;
-    nlohmann::json final_event;
-    std::string error;
+  // One streamed POST /completion: the tokens and their arrival times, and how the stream ended.
+  struct Segment {
+    int64_t start = 0, end = 0;  // request sent, response finished
+    std::vector<int32_t> tokens;
+    std::vector<int64_t> times;
+    double prompt_ms = -1;  // the server's timings (per token and final)
+    int64_t prompt_n = -1;
+    bool finished = false;   // the final event arrived
+    bool malformed = false;  // an event that is not what llama-server sends: not resumable
+    std::string error;       // an error event or a malformed one
+  };
+
+  static Status Stream(httplib::Client& cli, const std::vector<int32_t>& prompt, int64_t n_predict,
+                       Segment* seg) {
+    const nlohmann::json body = {
+        {"prompt", prompt},      {"n_predict", n_predict}, {"temperature", 0},
+        {"cache_prompt", false}, {"stream", true},         {"return_tokens", true},
+        {"ignore_eos", true},    {"n_probs", 0},           {"timings_per_token", true}};
     SseParser sse;
     httplib::Request req;
     req.method = "POST";
     req.path = "/completion";
     req.set_header("Content-Type", "application/json");
     req.body = body.dump();
+    auto timings = [seg](const nlohmann::json& ev) {
+      if (!ev.contains("timings") || !ev["timings"].is_object()) return;
+      seg->prompt_ms = ev["timings"].value("prompt_ms", seg->prompt_ms);
+      seg->prompt_n = ev["timings"].value("prompt_n", seg->prompt_n);
+    };
     req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
       const int64_t now = NowNanos();
       sse.Feed(data, n, [&](const std::string& payload) {
         auto ev = nlohmann::json::parse(payload, nullptr, /*allow_exceptions=*/false);
         if (ev.is_discarded() || !ev.is_object()) {
-          if (error.empty()) error = fmt::format("stream event is not JSON: {:?}", payload.substr(0, 200));
+          if (seg->error.empty()) {
+            seg->error = fmt::format("stream event is not JSON: {:?}", payload.substr(0, 200));
+          }
+          seg->malformed = true;
           return;
         }
         if (ev.contains("error")) {
-          if (error.empty()) error = "server error: " + ev["error"].dump();
+          if (seg->error.empty()) {
+            seg->error =
+                "server error: " + ev["error"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+          }
           return;
         }
+        timings(ev);
         if (ev.value("stop", false)) {
-          final_event = ev;
+          seg->finished = true;
           return;
         }
         if (ev.contains("tokens") && ev["tokens"].is_array()) {
           for (const auto& t : ev["tokens"]) {
             if (!t.is_number_integer()) continue;
-            rs.tokens.push_back(t.get<int32_t>());
-            token_times.push_back(now);
+            seg->tokens.push_back(t.get<int32_t>());
+            seg->times.push_back(now);
           }
         }
       });
       return true;
     };
-    const int64_t t0 = NowNanos();
+    seg->start = NowNanos();
     auto res = cli.send(req);
-    const int64_t t_end = NowNanos();
+    seg->end = NowNanos();
     if (!res) return IoError("POST /completion: {}", httplib::to_string(res.error()));
-    if (res->status != 200)
+    if (res->status != 200) {
       return IoError("POST /completion: HTTP {} {}", res->status, res->body.substr(0, 300));
-    if (!error.empty()) return Corrupt("POST /completion: {}", error);
-    if (final_event.is_null()) return Corrupt("POST /completion: the stream ended without a final event");
-    if (static_cast<int64_t>(rs.tokens.size()) != w.gen) {
-      return Corrupt("POST /completion returned {} tokens, expected {}", rs.tokens.size(), w.gen);
     }
-    const auto timings = final_event.value("timings", nlohmann::json::object());
-    const double prompt_ms = timings.value("prompt_ms", 0.0);
-    const int64_t prompt_n = timings.value("prompt_n", int64_t{0});
-    if (prompt_n != static_cast<int64_t>(prompt.size())) {
-      return Corrupt("llama-server evaluated {} prompt tokens, expected {} (prompt cache in use?)", prompt_n,
-                     prompt.size());
+    if (seg->error.empty() && !seg->finished) {
+      seg->error = "the stream ended without a final event";
+      seg->malformed = true;
     }
-    rs.ttft_ms = Ms(token_times.front() - t0);
-    for (size_t i = 1; i < token_times.size(); ++i)
-      rs.itl_ms.push_back(Ms(token_times[i] - token_times[i - 1]));
-    rs.total_ms = Ms(t_end - t0);
+    return Status::Ok();
+  }
+
+  // A request is one segment, or more when the server drops the stream with an error after some
+  // tokens: the rest is asked for again with the prompt extended by the tokens so far (greedy, so the
+  // continuation is the same sequence). The time from the failure to the continuation's first token
+  // is recovery; the boundary gives no inter-token sample.
+  Status OneRequest(httplib::Client& cli, const std::vector<int32_t>& prompt, const Workload& w,
+                    int64_t index, RequestSample* out) {
+    RequestSample rs;
+    rs.prompt_index = index;
+    std::vector<Segment> segs;
+    std::vector<std::string> errors;
+    std::vector<int32_t> context = prompt;
+    while (static_cast<int64_t>(rs.tokens.size()) < w.gen) {
+      const int64_t want = w.gen - static_cast<int64_t>(rs.tokens.size());
+      Segment seg;
+      FAK_RETURN_IF_ERROR(Stream(cli, context, want, &seg));
+      if (seg.prompt_n >= 0 && seg.prompt_n != static_cast<int64_t>(context.size())) {
+        return Corrupt("llama-server evaluated {} prompt tokens, expected {} (prompt cache in use?)",
+                       seg.prompt_n, context.size());
+      }
+      if (static_cast<int64_t>(seg.tokens.size()) > want) {
+        return Corrupt("POST /completion returned {} tokens, asked for {}", seg.tokens.size(), want);
+      }
+      rs.tokens.insert(rs.tokens.end(), seg.tokens.begin(), seg.tokens.end());
+      context.insert(context.end(), seg.tokens.begin(), seg.tokens.end());
+      const bool done = seg.error.empty();
+      if (!done) errors.push_back(seg.error);
+      const bool progress = !seg.tokens.empty() && !seg.malformed;
+      segs.push_back(std::move(seg));
+      if (done && static_cast<int64_t>(rs.tokens.size()) != w.gen) {
+        return Corrupt("POST /completion returned {} tokens, expected {}", rs.tokens.size(), w.gen);
+      }
+      if (!done && (!progress || segs.size() > kMaxSegments)) {
+        return Corrupt("POST /completion: {} (after {} of {} tokens{})", errors.back(), rs.tokens.size(),
+                       w.gen, segs.size() > 1 ? fmt::format(", {} recoveries", segs.size() - 1) : "");
+      }
+    }
+    const Segment& first = segs.front();
+    const double prompt_ms = first.prompt_ms;
+    if (prompt_ms < 0) return Corrupt("POST /completion: no timings with prompt_ms in the stream");
+    int64_t decode_ns = 0, other_ns = 0, recovery_ns = 0, prev_end = 0;
+    for (size_t s = 0; s < segs.size(); ++s) {
+      const Segment& g = segs[s];
+      if (s > 0) recovery_ns += g.times.front() - prev_end;
+      decode_ns += g.times.back() - g.times.front();
+      other_ns += g.end - g.times.back();
+      for (size_t i = 1; i < g.times.size(); ++i) rs.itl_ms.push_back(Ms(g.times[i] - g.times[i - 1]));
+      prev_end = g.end;
+    }
+    rs.recoveries = static_cast<int64_t>(segs.size()) - 1;
+    rs.ttft_ms = Ms(first.times.front() - first.start);
+    rs.total_ms = Ms(segs.back().end - first.start);
     rs.prefill_ms = std::min(prompt_ms, rs.ttft_ms);
     rs.setup_ms = rs.ttft_ms - rs.prefill_ms;
-    rs.decode_ms = Ms(token_times.back() - token_times.front());
-    rs.other_ms = Ms(t_end - token_times.back());
-    rs.prefill_tps = prompt_ms > 0 ? static_cast<double>(prompt_n) / (prompt_ms * 1e-3) : 0;
-    rs.decode_tps = rs.decode_ms > 0 ? static_cast<double>(w.gen - 1) / (rs.decode_ms * 1e-3) : 0;
+    rs.decode_ms = Ms(decode_ns);
+    rs.recovery_ms = Ms(recovery_ns);
+    rs.other_ms = Ms(other_ns);
+    rs.prefill_tps = prompt_ms > 0 ? static_cast<double>(prompt.size()) / (prompt_ms * 1e-3) : 0;
+    rs.decode_tps = decode_ns > 0 ? static_cast<double>(rs.itl_ms.size()) / (decode_ns * 1e-9) : 0;
+    rs.notes = errors;
     if (out != nullptr) *out = std::move(rs);
     return Status::Ok();
   }
+
+  static constexpr size_t kMaxSegments = 8;
 
   std::string path_;
 };

@@ -121,7 +121,7 @@ void RegisterBenchCompare(CLI::App* bench_cmd, Context& ctx) {
     const bench::ValidationReport v = bench::ValidatePacket(path);
     auto j = v.ToJson();
     if (!as_json) j.erase("violations");
-    fmt::print("{}\n", j.dump());
+    fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     if (!as_json) {
       for (const auto& s : v.violations) fmt::print(stderr, "violation: {}\n", s);
     }
