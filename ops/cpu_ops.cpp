@@ -20,17 +20,6 @@ const float* HalfTable() {
   return table.data();
 }
 
-// f32 weights: 8 partial sums in a fixed order, then a fixed reduction.
-float DotF32(const float* a, const float* b, int64_t n) {
-  float acc[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
-  }
-  for (; i < n; ++i) acc[i % 8] += a[i] * b[i];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
-
 }  // namespace
 
 float HalfToFloat(uint16_t h) { return HalfTable()[h]; }
@@ -92,17 +81,6 @@ Status EmbeddingRow(const Weight& table, int64_t id, float* out) {
 }
 
 Status MatMul(const Weight& w, const float* x, int64_t n_tokens, float* y, cpu::ThreadPool& pool) {
-  if (w.type == GgmlType::kF32) {
-    pool.ParallelFor(w.rows, 4, [&](int64_t r0, int64_t r1) {
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        const float* xt = x + t * w.cols;
-        for (int64_t r = r0; r < r1; ++r) {
-          y[t * w.rows + r] = DotF32(reinterpret_cast<const float*>(w.row(r)), xt, w.cols);
-        }
-      }
-    });
-    return Status::Ok();
-  }
   FAK_ASSIGN_OR_RETURN(cpu::QuantMatrix m, w.packed ? cpu::MakePackedQuantMatrix(w.type, w.data, w.rows, w.cols)
                                                      : cpu::MakeQuantMatrix(w.type, w.data, w.rows, w.cols));
   return cpu::MatMul(m, x, n_tokens, y, pool);

@@ -1,5 +1,131 @@
+// The CPU ops against plain double-precision references.
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "ops/attention.h"
 #include "ops/cpu_ops.h"
-namespace fak { namespace {
-TEST(Ops, Placeholder) { EXPECT_EQ(ops::HalfToFloat(0x3C00), 1.0f); }
-} }
+
+namespace fak {
+namespace {
+
+std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+TEST(Ops, RmsNormMatchesDoubleReference) {
+  const int64_t rows = 3, n = 100;
+  auto x = Random(rows * n, 1), w = Random(n, 2);
+  std::vector<float> y(rows * n);
+  ops::RmsNorm(x.data(), w.data(), y.data(), rows, n, 1e-6f);
+  for (int64_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; ++i) ss += double(x[r * n + i]) * x[r * n + i];
+    const double inv = 1.0 / std::sqrt(ss / n + 1e-6);
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(y[r * n + i], x[r * n + i] * inv * w[i], 1e-5);
+  }
+}
+
+TEST(Ops, RopeRotatesPairsAndKeepsNorms) {
+  const int64_t heads = 2, hd = 16;
+  std::vector<float> inv(hd / 2);
+  for (int64_t i = 0; i < hd / 2; ++i) inv[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / hd));
+  for (bool neox : {true, false}) {
+    auto x = Random(heads * hd, 3);
+    auto at0 = x;
+    ops::Rope(at0.data(), heads, hd, hd, 0, inv.data(), neox, 1.0f);
+    EXPECT_EQ(at0, x);  // position 0 is the identity
+    auto y = x;
+    ops::Rope(y.data(), heads, hd, hd, 7, inv.data(), neox, 1.0f);
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t i = 0; i < hd / 2; ++i) {
+        const int64_t a = h * hd + (neox ? i : 2 * i), b = h * hd + (neox ? i + hd / 2 : 2 * i + 1);
+        const double ang = 7.0 * inv[i];
+        EXPECT_NEAR(y[a], x[a] * std::cos(ang) - x[b] * std::sin(ang), 1e-5);
+        EXPECT_NEAR(y[b], x[b] * std::cos(ang) + x[a] * std::sin(ang), 1e-5);
+      }
+    }
+  }
+}
+
+TEST(Ops, SiluMul) {
+  std::vector<float> g = {-2.0f, 0.0f, 3.0f}, u = {1.0f, 5.0f, -2.0f};
+  ops::SiluMul(g.data(), u.data(), 3);
+  EXPECT_NEAR(g[0], -2.0 / (1 + std::exp(2.0)), 1e-6);
+  EXPECT_EQ(g[1], 0.0f);
+  EXPECT_NEAR(g[2], -2.0 * 3.0 / (1 + std::exp(-3.0)), 1e-5);
+}
+
+TEST(Ops, AttentionVariantsMatchDoubleSoftmax) {
+  const int64_t hd = 64, page = 16, n_ctx = 37;
+  auto q = Random(hd, 4), kf = Random(n_ctx * hd, 5), vf = Random(n_ctx * hd, 6);
+  // Pages of f16 keys/values; the reference uses the same f16-rounded values.
+  const int64_t n_pages = (n_ctx + page - 1) / page;
+  std::vector<std::vector<uint16_t>> kp(n_pages, std::vector<uint16_t>(page * hd)), vp = kp;
+  for (int64_t j = 0; j < n_ctx; ++j) {
+    for (int64_t d = 0; d < hd; ++d) {
+      kp[j / page][(j % page) * hd + d] = ops::FloatToHalf(kf[j * hd + d]);
+      vp[j / page][(j % page) * hd + d] = ops::FloatToHalf(vf[j * hd + d]);
+    }
+  }
+  std::vector<const uint16_t*> kptr, vptr;
+  for (int64_t p = 0; p < n_pages; ++p) kptr.push_back(kp[p].data()), vptr.push_back(vp[p].data());
+  ops::HeadKv kv{kptr.data(), vptr.data(), page};
+  const float scale = 1.0f / 8.0f;
+  std::vector<double> s(n_ctx), want(hd, 0.0);
+  double mx = -1e300, sum = 0;
+  for (int64_t j = 0; j < n_ctx; ++j) {
+    double dot = 0;
+    for (int64_t d = 0; d < hd; ++d) dot += double(q[d]) * ops::HalfToFloat(kp[j / page][(j % page) * hd + d]);
+    s[j] = dot * scale;
+    mx = std::max(mx, s[j]);
+  }
+  for (int64_t j = 0; j < n_ctx; ++j) sum += (s[j] = std::exp(s[j] - mx));
+  for (int64_t j = 0; j < n_ctx; ++j) {
+    for (int64_t d = 0; d < hd; ++d) want[d] += s[j] / sum * ops::HalfToFloat(vp[j / page][(j % page) * hd + d]);
+  }
+  std::vector<float> scores(n_ctx), out(hd);
+  std::vector<ops::AttendHeadFn> fns = {&ops::AttendHeadPortable};
+  if (ops::AttendHeadAvx2() != nullptr && ops::AttendHead() == ops::AttendHeadAvx2()) fns.push_back(ops::AttendHeadAvx2());
+  for (auto fn : fns) {
+    fn(q.data(), hd, kv, n_ctx, scale, scores.data(), out.data());
+    for (int64_t d = 0; d < hd; ++d) EXPECT_NEAR(out[d], want[d], 1e-5) << d;
+  }
+}
+
+TEST(Ops, F32MatMulMatchesDoubleAndIsBatchInvariant) {
+  const int64_t rows = 37, cols = 70, tokens = 5;
+  auto w = Random(rows * cols, 7), x = Random(tokens * cols, 8);
+  Weight wt{GgmlType::kF32, rows, cols, static_cast<size_t>(cols) * 4, reinterpret_cast<const uint8_t*>(w.data())};
+  cpu::ThreadPool pool(2);
+  std::vector<float> y(tokens * rows), one(rows);
+  ASSERT_TRUE(ops::MatMul(wt, x.data(), tokens, y.data(), pool).ok());
+  for (int64_t t = 0; t < tokens; ++t) {
+    ASSERT_TRUE(ops::MatMul(wt, &x[t * cols], 1, one.data(), pool).ok());
+    for (int64_t r = 0; r < rows; ++r) {
+      double ref = 0;
+      for (int64_t k = 0; k < cols; ++k) ref += double(w[r * cols + k]) * x[t * cols + k];
+      EXPECT_NEAR(y[t * rows + r], ref, 1e-4);
+      EXPECT_EQ(y[t * rows + r], one[r]);  // the same row alone gives the same bits
+    }
+  }
+}
+
+TEST(Ops, EmbeddingRowChecksTheId) {
+  std::vector<float> table = {1, 2, 3, 4, 5, 6};
+  Weight w{GgmlType::kF32, 3, 2, 8, reinterpret_cast<const uint8_t*>(table.data())};
+  float out[2];
+  ASSERT_TRUE(ops::EmbeddingRow(w, 2, out).ok());
+  EXPECT_EQ(out[0], 5.0f);
+  EXPECT_EQ(ops::EmbeddingRow(w, 3, out).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(ops::EmbeddingRow(w, -1, out).code(), StatusCode::kOutOfRange);
+}
+
+}  // namespace
+}  // namespace fak
