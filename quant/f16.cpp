@@ -60,8 +60,6 @@ float VecDotF32F32(int64_t n, const float* w, const float* x) {
   }
   return ReduceLanes16(lane);
 }
-float VecDotBf16F32(int64_t n, const uint16_t* w, const float* x) {
-  return VecDotHalf<Bf16ToFp32>(n, w, x);
-}
+float VecDotBf16F32(int64_t n, const uint16_t* w, const float* x) { return VecDotHalf<Bf16ToFp32>(n, w, x); }
 
 }  // namespace fak

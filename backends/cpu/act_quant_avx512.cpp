@@ -22,7 +22,8 @@ namespace {
 
 // Lane-wise fmax(acc, |x|) with NaN in x ignored.
 inline __m512 AbsMax(__m512 acc, __m512 x) {
-  const __m512 ax = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7FFFFFFF)));
+  const __m512 ax =
+      _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7FFFFFFF)));
   return _mm512_max_ps(ax, acc);
 }
 

@@ -20,16 +20,26 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "-t" || a == "--threads") o.threads = mo.threads = std::atoi(next());
-    else if (a == "--model") model = true, mo.geometry = next();
-    else if (a == "--quant") mo.quant = next();
-    else if (a == "--gguf-layout") mo.packed = false;
-    else if (a == "--pp") mo.prefill_tokens = std::atoll(next());
-    else if (a == "--reps") mo.decode_reps = std::atoi(next());
-    else if (a == "--cols") o.cols = std::atoll(next());
-    else if (a == "--rows") o.matmul_rows = std::atoll(next());
-    else if (a == "--tokens") o.matmul_tokens = std::atoll(next());
-    else if (a == "--seconds") o.min_seconds = std::atof(next());
+    if (a == "-t" || a == "--threads")
+      o.threads = mo.threads = std::atoi(next());
+    else if (a == "--model")
+      model = true, mo.geometry = next();
+    else if (a == "--quant")
+      mo.quant = next();
+    else if (a == "--gguf-layout")
+      mo.packed = false;
+    else if (a == "--pp")
+      mo.prefill_tokens = std::atoll(next());
+    else if (a == "--reps")
+      mo.decode_reps = std::atoi(next());
+    else if (a == "--cols")
+      o.cols = std::atoll(next());
+    else if (a == "--rows")
+      o.matmul_rows = std::atoll(next());
+    else if (a == "--tokens")
+      o.matmul_tokens = std::atoll(next());
+    else if (a == "--seconds")
+      o.min_seconds = std::atof(next());
     else if (a == "--format") {
       const std::string f = next();
       bool found = false;
@@ -38,15 +48,17 @@ int main(int argc, char** argv) {
         if (fak::cpu::WeightFormatName(wf) == f) o.formats.push_back(wf), found = true;
       }
       if (!found) {
-        std::fprintf(stderr, "fak_bench_kernels: unknown format %s (f16, bf16, q8_0, q4_k, q6_k, f32)\n", f.c_str());
+        std::fprintf(stderr, "fak_bench_kernels: unknown format %s (f16, bf16, q8_0, q4_k, q6_k, f32)\n",
+                     f.c_str());
         return 2;
       }
     } else {
-      std::fprintf(stderr,
-                   "usage: fak_bench_kernels [-t N] [--format F]... [--cols N] [--rows N] [--tokens N] [--seconds S]\n"
-                   "       fak_bench_kernels --model qwen2.5-1.5b [--quant q8_0|q4_k_m] [--gguf-layout] [--pp N]\n"
-                   "                         [--reps N] [-t N]\n"
-                   "FAK_ISA=scalar|avx2|avx512|neon forces a kernel level.\n");
+      std::fprintf(
+          stderr,
+          "usage: fak_bench_kernels [-t N] [--format F]... [--cols N] [--rows N] [--tokens N] [--seconds S]\n"
+          "       fak_bench_kernels --model qwen2.5-1.5b [--quant q8_0|q4_k_m] [--gguf-layout] [--pp N]\n"
+          "                         [--reps N] [-t N]\n"
+          "FAK_ISA=scalar|avx2|avx512|neon forces a kernel level.\n");
       return a == "-h" || a == "--help" ? 0 : 2;
     }
   }

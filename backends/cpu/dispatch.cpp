@@ -87,7 +87,8 @@ const KernelTable& Choose() {
     for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
       if (IsaName(isa) != forced) continue;
       if (const KernelTable* t = KernelsFor(isa)) return *t;
-      FAK_LOG_WARN("FAK_ISA={}: not compiled in or not supported by this CPU; choosing automatically", forced);
+      FAK_LOG_WARN("FAK_ISA={}: not compiled in or not supported by this CPU; choosing automatically",
+                   forced);
     }
     if (std::string(forced) != "scalar" && std::string(forced) != "avx2" && std::string(forced) != "avx512" &&
         std::string(forced) != "neon") {

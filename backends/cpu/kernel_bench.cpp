@@ -65,9 +65,8 @@ uint64_t ReadSlice(const uint8_t* p, size_t bytes) {
 double MeasureReadBandwidth(ThreadPool& pool, size_t bytes, double min_seconds) {
   HugeBuffer buf(bytes);
   if (buf.data() == nullptr) return 0;
-  pool.ParallelFor(static_cast<int64_t>(bytes), 4096, [&](int64_t b, int64_t e) {
-    std::memset(buf.data() + b, 1, static_cast<size_t>(e - b));
-  });
+  pool.ParallelFor(static_cast<int64_t>(bytes), 4096,
+                   [&](int64_t b, int64_t e) { std::memset(buf.data() + b, 1, static_cast<size_t>(e - b)); });
   std::vector<uint64_t> sink(pool.size());
   const double s = TimeBest(min_seconds, [&] {
     pool.Run([&](int i, int n) {
@@ -102,14 +101,17 @@ void TimePairedWithRead(ThreadPool& pool, const uint8_t* p, size_t bytes, double
 double MeasureInt8Peak(ThreadPool& pool, const KernelTable& k, double min_seconds) {
   const int64_t iters = 1 << 22;
   std::vector<int64_t> macs(pool.size());
-  const double s = TimeBest(min_seconds, [&] { pool.Run([&](int i, int) { macs[i] = k.int8_peak(iters); }); });
+  const double s =
+      TimeBest(min_seconds, [&] { pool.Run([&](int i, int) { macs[i] = k.int8_peak(iters); }); });
   int64_t total = 0;
   for (int64_t m : macs) total += m;
   return 2.0 * static_cast<double>(total) / s * 1e-9;  // one multiply-add = 2 ops
 }
 
 GgmlType PackType(WeightFormat f) {
-  return f == WeightFormat::kQ8_0 ? GgmlType::kQ8_0 : f == WeightFormat::kQ4_K ? GgmlType::kQ4_K : GgmlType::kQ6_K;
+  return f == WeightFormat::kQ8_0   ? GgmlType::kQ8_0
+         : f == WeightFormat::kQ4_K ? GgmlType::kQ4_K
+                                    : GgmlType::kQ6_K;
 }
 
 bool SameBits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
@@ -145,7 +147,8 @@ int64_t LastLevelCacheBytes() {
 Status RunKernelBench(const KernelBenchOptions& o) {
   FILE* out = o.out;
   const int threads = o.threads > 0 ? o.threads : DefaultThreadCount();
-  if (o.cols <= 0 || o.cols % 256 != 0) return InvalidArgument("bench kernels: cols {} must be a multiple of 256", o.cols);
+  if (o.cols <= 0 || o.cols % 256 != 0)
+    return InvalidArgument("bench kernels: cols {} must be a multiple of 256", o.cols);
   if (o.matmul_rows <= 0 || o.matmul_tokens <= 0) return InvalidArgument("bench kernels: empty matmul shape");
   ThreadPool pool(threads);
   g_threads = threads;
@@ -160,25 +163,31 @@ Status RunKernelBench(const KernelBenchOptions& o) {
                WeightFormat::kF16,  WeightFormat::kBF16, WeightFormat::kF32};
   }
 
-  std::fprintf(out, "fak bench kernels: isa %s, %d threads, cpu \"%s\" (%s)\n", std::string(IsaName(k.isa)).c_str(),
-               threads, GetCpuFeatures().model_name.c_str(), GetCpuFeatures().ToString().c_str());
+  std::fprintf(out, "fak bench kernels: isa %s, %d threads, cpu \"%s\" (%s)\n",
+               std::string(IsaName(k.isa)).c_str(), threads, GetCpuFeatures().model_name.c_str(),
+               GetCpuFeatures().ToString().c_str());
   std::fprintf(out, "last-level cache %.1f MiB; matrix-vector weights are >= %.0f MiB (4x LLC), huge pages\n",
                static_cast<double>(llc) / (1 << 20), static_cast<double>(big) / (1 << 20));
   const double bw = MeasureReadBandwidth(pool, static_cast<size_t>(big) * 2, o.min_seconds);
   const double peak = MeasureInt8Peak(pool, k, o.min_seconds);
   std::fprintf(out, "measured read bandwidth: %.1f GB/s (streaming read of %.0f MiB, %d threads)\n", bw,
                static_cast<double>(big) * 2 / (1 << 20), threads);
-  std::fprintf(out, "measured int8 peak:      %.0f GOPS (register-only %s dot loop; 1 multiply-add = 2 ops)\n\n",
+  std::fprintf(out,
+               "measured int8 peak:      %.0f GOPS (register-only %s dot loop; 1 multiply-add = 2 ops)\n\n",
                peak, std::string(IsaName(k.isa)).c_str());
 
-  std::fprintf(out, "matrix-vector (decode): time to stream the whole matrix once; GB/s = weight bytes / time;\n"
-               "read GB/s = a plain streaming read of the same buffer, timed in alternation with the kernel\n");
-  std::fprintf(out, "%-9s %-14s %8s %8s %8s %8s %7s %7s\n", "format", "shape", "MiB", "us", "GB/s", "read", "% bw",
-               "% read");
+  std::fprintf(
+      out,
+      "matrix-vector (decode): time to stream the whole matrix once; GB/s = weight bytes / time;\n"
+      "read GB/s = a plain streaming read of the same buffer, timed in alternation with the kernel\n");
+  std::fprintf(out, "%-9s %-14s %8s %8s %8s %8s %7s %7s\n", "format", "shape", "MiB", "us", "GB/s", "read",
+               "% bw", "% read");
   auto row = [&](const std::string& name, const std::string& shape, size_t bytes, double s, double read_s) {
-    const double gbs = static_cast<double>(bytes) / s * 1e-9, read = static_cast<double>(bytes) / read_s * 1e-9;
+    const double gbs = static_cast<double>(bytes) / s * 1e-9,
+                 read = static_cast<double>(bytes) / read_s * 1e-9;
     std::fprintf(out, "%-9s %-14s %8.1f %8.0f %8.1f %8.1f %6.0f%% %6.0f%%\n", name.c_str(), shape.c_str(),
-                 static_cast<double>(bytes) / (1 << 20), s * 1e6, gbs, read, 100 * gbs / bw, 100 * gbs / read);
+                 static_cast<double>(bytes) / (1 << 20), s * 1e6, gbs, read, 100 * gbs / bw,
+                 100 * gbs / read);
   };
   for (WeightFormat f : formats) {
     const int fi = static_cast<int>(f);
@@ -197,19 +206,21 @@ Status RunKernelBench(const KernelBenchOptions& o) {
       return Internal("bench kernels: {} matvec differs from the scalar reference", WeightFormatName(f));
     }
     double s, read_s;
-    TimePairedWithRead(pool, w.data(), bytes, o.min_seconds, [&] {
-      pool.ParallelFor(rows, 16, [&](int64_t r0, int64_t r1) {
-        k.matvec[fi](w.data(), tile.row_bytes, o.cols, act.data(), y.data(), r0, r1);
-      });
-    }, &read_s, &s);
+    TimePairedWithRead(
+        pool, w.data(), bytes, o.min_seconds,
+        [&] {
+          pool.ParallelFor(rows, 16, [&](int64_t r0, int64_t r1) {
+            k.matvec[fi](w.data(), tile.row_bytes, o.cols, act.data(), y.data(), r0, r1);
+          });
+        },
+        &read_s, &s);
     const std::string shape = std::to_string(rows) + "x" + std::to_string(o.cols);
     row(std::string(WeightFormatName(f)), shape, bytes, s, read_s);
     if (!HasPackedLayout(f) || k.packed[fi] == nullptr) continue;
     // The packed layout: a 256-row tile packs into 16 whole groups, so tiling the packed bytes gives the
     // packed copy of the big matrix.
     std::vector<uint8_t> ptile(PackedBytes(f, 256, o.cols));
-    FAK_RETURN_IF_ERROR(PackMatrix(PackType(f), tile.data.data(),
-                                   256, o.cols, ptile.data()));
+    FAK_RETURN_IF_ERROR(PackMatrix(PackType(f), tile.data.data(), 256, o.cols, ptile.data()));
     const size_t pbytes = PackedBytes(f, rows, o.cols);
     for (size_t off = 0; off < pbytes; off += ptile.size()) {
       std::memcpy(w.data() + off, ptile.data(), std::min(ptile.size(), pbytes - off));
@@ -218,19 +229,26 @@ Status RunKernelBench(const KernelBenchOptions& o) {
     PackActivations(f, act.data(), 0, o.cols, 1, pact.data());
     k.packed[fi](w.data(), o.cols, pact.data(), 1, y.data(), 0, 0, 256);
     if (!SameBits(y.data(), yr.data(), 256)) {
-      return Internal("bench kernels: packed {} matvec differs from the scalar reference", WeightFormatName(f));
+      return Internal("bench kernels: packed {} matvec differs from the scalar reference",
+                      WeightFormatName(f));
     }
     double sp, read_sp;
-    TimePairedWithRead(pool, w.data(), pbytes, o.min_seconds, [&] {
-      pool.ParallelFor(rows, kPackRows, [&](int64_t r0, int64_t r1) {
-        k.packed[fi](w.data(), o.cols, pact.data(), 1, y.data(), 0, r0, r1);
-      });
-    }, &read_sp, &sp);
+    TimePairedWithRead(
+        pool, w.data(), pbytes, o.min_seconds,
+        [&] {
+          pool.ParallelFor(rows, kPackRows, [&](int64_t r0, int64_t r1) {
+            k.packed[fi](w.data(), o.cols, pact.data(), 1, y.data(), 0, r0, r1);
+          });
+        },
+        &read_sp, &sp);
     row(std::string(WeightFormatName(f)) + " pk", shape, pbytes, sp, read_sp);
   }
 
-  std::fprintf(out, "\nmatrix-matrix (prefill): %lld tokens; ops = 2 x rows x cols x tokens; activations quantized "
-               "beforehand\n", static_cast<long long>(o.matmul_tokens));
+  std::fprintf(
+      out,
+      "\nmatrix-matrix (prefill): %lld tokens; ops = 2 x rows x cols x tokens; activations quantized "
+      "beforehand\n",
+      static_cast<long long>(o.matmul_tokens));
   std::fprintf(out, "%-9s %-20s %10s %9s %8s\n", "format", "shape x tokens", "ms", "GOPS", "% peak");
   for (WeightFormat f : formats) {
     const int fi = static_cast<int>(f);
@@ -248,25 +266,27 @@ Status RunKernelBench(const KernelBenchOptions& o) {
     }
     const double s = TimeBest(o.min_seconds, [&] {
       pool.ParallelFor(o.matmul_rows, 16, [&](int64_t r0, int64_t r1) {
-        k.matmul[fi](w.data.data(), w.row_bytes, o.cols, act.data(), stride, nt, y.data(), o.matmul_rows, r0, r1);
+        k.matmul[fi](w.data.data(), w.row_bytes, o.cols, act.data(), stride, nt, y.data(), o.matmul_rows, r0,
+                     r1);
       });
     });
     const double gops = 2.0 * static_cast<double>(o.matmul_rows) * static_cast<double>(o.cols) *
                         static_cast<double>(nt) / s * 1e-9;
-    const std::string shape = std::to_string(o.matmul_rows) + "x" + std::to_string(o.cols) + " x " + std::to_string(nt);
-    std::fprintf(out, "%-9s %-20s %10.2f %9.0f %7.0f%%\n", std::string(WeightFormatName(f)).c_str(), shape.c_str(),
-                 s * 1e3, gops, 100 * gops / peak);
+    const std::string shape =
+        std::to_string(o.matmul_rows) + "x" + std::to_string(o.cols) + " x " + std::to_string(nt);
+    std::fprintf(out, "%-9s %-20s %10.2f %9.0f %7.0f%%\n", std::string(WeightFormatName(f)).c_str(),
+                 shape.c_str(), s * 1e3, gops, 100 * gops / peak);
     if (!HasPackedLayout(f) || k.packed[fi] == nullptr) continue;
     std::vector<uint8_t> wp(PackedBytes(f, o.matmul_rows, o.cols));
-    FAK_RETURN_IF_ERROR(PackMatrix(PackType(f), w.data.data(),
-                                   o.matmul_rows, o.cols, wp.data()));
+    FAK_RETURN_IF_ERROR(PackMatrix(PackType(f), w.data.data(), o.matmul_rows, o.cols, wp.data()));
     std::vector<uint8_t> pact(PackedActivationBytes(f, o.cols, nt));
     PackActivations(f, act.data(), stride, o.cols, nt, pact.data());
     std::fill(y.begin(), y.end(), 0.0f);
     k.packed[fi](wp.data(), o.cols, pact.data(), nt, y.data(), o.matmul_rows, 0, 32);
     for (int64_t t = 0; t < nt; ++t) {
       if (!SameBits(y.data() + t * o.matmul_rows, yr.data() + t * 32, 32)) {
-        return Internal("bench kernels: packed {} matmul differs from the scalar reference", WeightFormatName(f));
+        return Internal("bench kernels: packed {} matmul differs from the scalar reference",
+                        WeightFormatName(f));
       }
     }
     const double sp = TimeBest(o.min_seconds, [&] {
@@ -279,9 +299,12 @@ Status RunKernelBench(const KernelBenchOptions& o) {
     std::fprintf(out, "%-9s %-20s %10.2f %9.0f %7.0f%%\n", (std::string(WeightFormatName(f)) + " pk").c_str(),
                  shape.c_str(), sp * 1e3, gopsp, 100 * gopsp / peak);
   }
-  std::fprintf(out, "\n%d of %d timings had no repetition in which all %d threads ran undisturbed (load from "
-               "other processes); clean repetitions were used for the rest\n", g_contended, g_measurements, threads);
-  std::fprintf(out, "%% bw = GB/s / measured read bandwidth; %% peak = GOPS / measured int8 peak (for f16/bf16 "
+  std::fprintf(out,
+               "\n%d of %d timings had no repetition in which all %d threads ran undisturbed (load from "
+               "other processes); clean repetitions were used for the rest\n",
+               g_contended, g_measurements, threads);
+  std::fprintf(out,
+               "%% bw = GB/s / measured read bandwidth; %% peak = GOPS / measured int8 peak (for f16/bf16 "
                "the int8 peak is only a yardstick)\n");
   return Status::Ok();
 }

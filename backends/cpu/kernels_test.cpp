@@ -75,8 +75,8 @@ TEST_P(IsaTest, MatVecEqualsReferenceBitForBit) {
     ref->matvec[f](m.data.data(), m.row_bytes, s.cols, act.data(), want.data(), 0, s.rows);
     k->matvec[f](m.data.data(), m.row_bytes, s.cols, act.data(), got.data(), 0, s.rows);
     for (int64_t r = 0; r < s.rows + 2; ++r) {
-      ASSERT_EQ(Hex(got[r]), Hex(want[r])) << WeightFormatName(s.format) << " rows " << s.rows << " cols "
-                                           << s.cols << " row " << r;
+      ASSERT_EQ(Hex(got[r]), Hex(want[r]))
+          << WeightFormatName(s.format) << " rows " << s.rows << " cols " << s.cols << " row " << r;
     }
     if (s.rows > 2) {
       std::vector<float> part(s.rows + 2, -1.0f);
@@ -102,16 +102,19 @@ TEST_P(IsaTest, MatMulEqualsReferenceBitForBit) {
       const size_t stride = ActivationRowBytes(s.format, s.cols);
       const int64_t ldy = s.rows + 3;
       std::vector<float> want(ldy * n_tokens, -1.0f), got(ldy * n_tokens, -1.0f);
-      ref->matmul[f](m.data.data(), m.row_bytes, s.cols, act.data(), stride, n_tokens, want.data(), ldy, 0, s.rows);
-      k->matmul[f](m.data.data(), m.row_bytes, s.cols, act.data(), stride, n_tokens, got.data(), ldy, 0, s.rows);
+      ref->matmul[f](m.data.data(), m.row_bytes, s.cols, act.data(), stride, n_tokens, want.data(), ldy, 0,
+                     s.rows);
+      k->matmul[f](m.data.data(), m.row_bytes, s.cols, act.data(), stride, n_tokens, got.data(), ldy, 0,
+                   s.rows);
       for (size_t i = 0; i < want.size(); ++i) {
-        ASSERT_EQ(Hex(got[i]), Hex(want[i])) << WeightFormatName(s.format) << " rows " << s.rows << " cols "
-                                             << s.cols << " tokens " << n_tokens << " token " << i / ldy
-                                             << " row " << i % ldy;
+        ASSERT_EQ(Hex(got[i]), Hex(want[i]))
+            << WeightFormatName(s.format) << " rows " << s.rows << " cols " << s.cols << " tokens "
+            << n_tokens << " token " << i / ldy << " row " << i % ldy;
       }
       // Matrix-matrix on one token's activations equals matrix-vector: results do not depend on batch.
       std::vector<float> mv(s.rows);
-      k->matvec[f](m.data.data(), m.row_bytes, s.cols, act.data() + stride * (n_tokens - 1), mv.data(), 0, s.rows);
+      k->matvec[f](m.data.data(), m.row_bytes, s.cols, act.data() + stride * (n_tokens - 1), mv.data(), 0,
+                   s.rows);
       for (int64_t r = 0; r < s.rows; ++r) ASSERT_EQ(Hex(mv[r]), Hex(got[(n_tokens - 1) * ldy + r])) << r;
     }
   }

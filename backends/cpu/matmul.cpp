@@ -21,7 +21,8 @@ Result<QuantMatrix> MakeQuantMatrix(GgmlType type, const void* data, int64_t row
   if (rows <= 0 || cols <= 0) return InvalidArgument("matrix shape ({}, {}) is empty", rows, cols);
   const auto row_bytes = GgmlRowBytes(type, static_cast<uint64_t>(cols));
   if (!row_bytes) {
-    return InvalidArgument("{} rows of {} elements are not a whole number of blocks", GgmlTypeName(type), cols);
+    return InvalidArgument("{} rows of {} elements are not a whole number of blocks", GgmlTypeName(type),
+                           cols);
   }
   if (data == nullptr) return InvalidArgument("matrix data is null");
   QuantMatrix m;

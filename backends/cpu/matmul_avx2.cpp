@@ -42,8 +42,8 @@ int64_t Int8Peak(int64_t iterations) {
     asm volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5));
   }
   (void)ones;
-  volatile int sink = HsumI32(_mm256_add_epi32(_mm256_add_epi32(a0, a1),
-                                               _mm256_add_epi32(_mm256_add_epi32(a2, a3), _mm256_add_epi32(a4, a5))));
+  volatile int sink = HsumI32(_mm256_add_epi32(
+      _mm256_add_epi32(a0, a1), _mm256_add_epi32(_mm256_add_epi32(a2, a3), _mm256_add_epi32(a4, a5))));
   (void)sink;
   return iterations * 6 * 32;
 }

@@ -14,10 +14,12 @@ namespace {
 
 TEST(MatMul, RejectsBadShapesAndTypes) {
   std::vector<uint8_t> buf(1 << 16);
-  EXPECT_EQ(MakeQuantMatrix(GgmlType::kQ4_K, buf.data(), 4, 100).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeQuantMatrix(GgmlType::kQ4_K, buf.data(), 4, 100).status().code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(MakeQuantMatrix(GgmlType::kIQ2_XS, buf.data(), 4, 256).status().code(), StatusCode::kUnsupported);
   EXPECT_EQ(MakeQuantMatrix(GgmlType::kQ8_0, nullptr, 4, 256).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(MakeQuantMatrix(GgmlType::kQ8_0, buf.data(), 0, 256).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeQuantMatrix(GgmlType::kQ8_0, buf.data(), 0, 256).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 // The op against a float computation on dequantized weights, for every format, with threads, and

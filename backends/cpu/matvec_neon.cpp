@@ -6,7 +6,8 @@ namespace fak::cpu {
 namespace {
 
 template <template <int> class Dot>
-void MatVec(const uint8_t* w, size_t row_bytes, int64_t n, const uint8_t* act, float* y, int64_t r0, int64_t r1) {
+void MatVec(const uint8_t* w, size_t row_bytes, int64_t n, const uint8_t* act, float* y, int64_t r0,
+            int64_t r1) {
   RunTiles<Dot>(w, row_bytes, n, act, 0, 1, y, 0, r0, r1);
 }
 

@@ -23,7 +23,9 @@ struct MatrixSpec {
 };
 
 WeightFormat FormatOf(GgmlType t) {
-  return t == GgmlType::kQ8_0 ? WeightFormat::kQ8_0 : t == GgmlType::kQ4_K ? WeightFormat::kQ4_K : WeightFormat::kQ6_K;
+  return t == GgmlType::kQ8_0   ? WeightFormat::kQ8_0
+         : t == GgmlType::kQ4_K ? WeightFormat::kQ4_K
+                                : WeightFormat::kQ6_K;
 }
 
 // Qwen2.5-1.5B: d_model 1536, d_ffn 8960, 28 layers, 12 query / 2 key-value heads of 128, vocabulary
@@ -103,8 +105,10 @@ Summary Summarize(const std::vector<Rep>& reps) {
 
 Status RunModelBench(const ModelBenchOptions& o) {
   if (o.geometry != "qwen2.5-1.5b") return InvalidArgument("bench model: unknown geometry '{}'", o.geometry);
-  if (o.quant != "q8_0" && o.quant != "q4_k_m") return InvalidArgument("bench model: quant '{}' (q8_0, q4_k_m)", o.quant);
-  if (o.prefill_tokens < 1 || o.decode_reps < 1 || o.prefill_reps < 1) return InvalidArgument("bench model: empty run");
+  if (o.quant != "q8_0" && o.quant != "q4_k_m")
+    return InvalidArgument("bench model: quant '{}' (q8_0, q4_k_m)", o.quant);
+  if (o.prefill_tokens < 1 || o.decode_reps < 1 || o.prefill_reps < 1)
+    return InvalidArgument("bench model: empty run");
   const std::vector<MatrixSpec> specs = Qwen25_1_5B(o.quant);
   const int threads = o.threads > 0 ? o.threads : DefaultThreadCount();
   ThreadPool pool(threads);
@@ -121,7 +125,8 @@ Status RunModelBench(const ModelBenchOptions& o) {
   std::vector<QuantMatrix> mats;
   for (size_t i = 0; i < specs.size(); ++i) {
     const MatrixSpec& s = specs[i];
-    const RandomMatrix tile = MakeRandomMatrix(FormatOf(s.type), 256, s.cols, 40 + static_cast<uint32_t>(i % 7), false);
+    const RandomMatrix tile =
+        MakeRandomMatrix(FormatOf(s.type), 256, s.cols, 40 + static_cast<uint32_t>(i % 7), false);
     std::vector<uint8_t> src = tile.data;
     if (o.packed) {
       src.assign(PackedBytes(tile.format, 256, s.cols), 0);
@@ -129,7 +134,8 @@ Status RunModelBench(const ModelBenchOptions& o) {
     }
     uint8_t* dst = arena.data() + offset[i];
     const size_t bytes = MatrixBytes(s, o.packed);
-    for (size_t off = 0; off < bytes; off += src.size()) std::memcpy(dst + off, src.data(), std::min(src.size(), bytes - off));
+    for (size_t off = 0; off < bytes; off += src.size())
+      std::memcpy(dst + off, src.data(), std::min(src.size(), bytes - off));
     FAK_ASSIGN_OR_RETURN(QuantMatrix m, o.packed ? MakePackedQuantMatrix(s.type, dst, s.rows, s.cols)
                                                  : MakeQuantMatrix(s.type, dst, s.rows, s.cols));
     mats.push_back(m);
@@ -140,24 +146,33 @@ Status RunModelBench(const ModelBenchOptions& o) {
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 2001) * 1e-3f - 1.0f;
   // One forward pass: every layer matrix over n tokens, the output over the last token only.
   auto pass = [&](int64_t n) -> Status {
-    for (size_t i = 0; i + 1 < mats.size(); ++i) FAK_RETURN_IF_ERROR(MatMul(mats[i], x.data(), n, y.data(), pool));
+    for (size_t i = 0; i + 1 < mats.size(); ++i)
+      FAK_RETURN_IF_ERROR(MatMul(mats[i], x.data(), n, y.data(), pool));
     return MatMul(mats.back(), x.data(), 1, y.data(), pool);
   };
   FAK_RETURN_IF_ERROR(pass(1));  // warm-up: page faults, thread start
   std::vector<Rep> tg, pp;
-  for (int r = 0; r < o.decode_reps; ++r) FAK_RETURN_IF_ERROR(TimeRep(threads, [&] { return pass(1); }, &tg));
-  for (int r = 0; r < o.prefill_reps; ++r) FAK_RETURN_IF_ERROR(TimeRep(threads, [&] { return pass(T); }, &pp));
+  for (int r = 0; r < o.decode_reps; ++r)
+    FAK_RETURN_IF_ERROR(TimeRep(
+        threads, [&] { return pass(1); }, &tg));
+  for (int r = 0; r < o.prefill_reps; ++r)
+    FAK_RETURN_IF_ERROR(TimeRep(
+        threads, [&] { return pass(T); }, &pp));
   const Summary d = Summarize(tg), p = Summarize(pp);
   std::fprintf(o.out, "fak bench model: %s %s, %s layout, %d threads, %zu matrices, %.0f MiB of weights\n",
                o.geometry.c_str(), o.quant.c_str(), o.packed ? "packed" : "gguf", threads, mats.size(),
                static_cast<double>(total) / (1 << 20));
-  std::fprintf(o.out, "decode tg (matmuls of one token): best %.2f ms = %.1f tok/s (%.1f GB/s), median %.2f ms = "
-               "%.1f tok/s; %d of %zu repetitions undisturbed%s\n", d.best * 1e3, 1 / d.best,
-               static_cast<double>(total) / d.best * 1e-9, d.median * 1e3, 1 / d.median, d.clean, tg.size(),
+  std::fprintf(o.out,
+               "decode tg (matmuls of one token): best %.2f ms = %.1f tok/s (%.1f GB/s), median %.2f ms = "
+               "%.1f tok/s; %d of %zu repetitions undisturbed%s\n",
+               d.best * 1e3, 1 / d.best, static_cast<double>(total) / d.best * 1e-9, d.median * 1e3,
+               1 / d.median, d.clean, tg.size(),
                d.best_clean ? "" : " (figures include time other processes took)");
-  std::fprintf(o.out, "prefill pp%lld (matmuls): best %.1f ms = %.1f tok/s, median %.1f ms = %.1f tok/s; %d of %zu "
-               "repetitions undisturbed%s\n", static_cast<long long>(T), p.best * 1e3, static_cast<double>(T) / p.best,
-               p.median * 1e3, static_cast<double>(T) / p.median, p.clean, pp.size(),
+  std::fprintf(o.out,
+               "prefill pp%lld (matmuls): best %.1f ms = %.1f tok/s, median %.1f ms = %.1f tok/s; %d of %zu "
+               "repetitions undisturbed%s\n",
+               static_cast<long long>(T), p.best * 1e3, static_cast<double>(T) / p.best, p.median * 1e3,
+               static_cast<double>(T) / p.median, p.clean, pp.size(),
                p.best_clean ? "" : " (figures include time other processes took)");
   return Status::Ok();
 }

@@ -121,7 +121,9 @@ inline void RowQ6_K(const BlockQ6_K* w, const BlockQ8_K* const a[T], int64_t nb,
 }
 
 inline float32x4_t LoadF16x4(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
-inline float32x4_t LoadBf16x4(const uint16_t* p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
+inline float32x4_t LoadBf16x4(const uint16_t* p) {
+  return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
+}
 
 template <bool kBf16, int T>
 inline void RowHalf(const uint16_t* w, const float* const x[T], int64_t n, float out[T]) {
@@ -208,11 +210,36 @@ void RunTiles(const uint8_t* w, size_t row_bytes, int64_t n, const uint8_t* act,
   }
 }
 
-template <int T> struct Q8_0Dot { static void Run(const uint8_t* w, const uint8_t* const a[T], int64_t n, float* o) { DotQ8_0<T>(w, a, n, o); } };
-template <int T> struct Q4_KDot { static void Run(const uint8_t* w, const uint8_t* const a[T], int64_t n, float* o) { DotQ4_K<T>(w, a, n, o); } };
-template <int T> struct Q6_KDot { static void Run(const uint8_t* w, const uint8_t* const a[T], int64_t n, float* o) { DotQ6_K<T>(w, a, n, o); } };
-template <int T> struct F16Dot { static void Run(const uint8_t* w, const uint8_t* const a[T], int64_t n, float* o) { DotHalf<false, T>(w, a, n, o); } };
-template <int T> struct Bf16Dot { static void Run(const uint8_t* w, const uint8_t* const a[T], int64_t n, float* o) { DotHalf<true, T>(w, a, n, o); } };
+template <int T>
+struct Q8_0Dot {
+  static void Run(const uint8_t* w, const uint8_t* const a[T], int64_t n, float* o) {
+    DotQ8_0<T>(w, a, n, o);
+  }
+};
+template <int T>
+struct Q4_KDot {
+  static void Run(const uint8_t* w, const uint8_t* const a[T], int64_t n, float* o) {
+    DotQ4_K<T>(w, a, n, o);
+  }
+};
+template <int T>
+struct Q6_KDot {
+  static void Run(const uint8_t* w, const uint8_t* const a[T], int64_t n, float* o) {
+    DotQ6_K<T>(w, a, n, o);
+  }
+};
+template <int T>
+struct F16Dot {
+  static void Run(const uint8_t* w, const uint8_t* const a[T], int64_t n, float* o) {
+    DotHalf<false, T>(w, a, n, o);
+  }
+};
+template <int T>
+struct Bf16Dot {
+  static void Run(const uint8_t* w, const uint8_t* const a[T], int64_t n, float* o) {
+    DotHalf<true, T>(w, a, n, o);
+  }
+};
 
 }  // namespace
 }  // namespace fak::cpu

@@ -13,9 +13,12 @@ namespace {
 
 size_t RowBytes(WeightFormat f, int64_t cols) {
   if (cols <= 0) return 0;
-  if (f == WeightFormat::kQ8_0 && cols % kQK8_0 == 0) return static_cast<size_t>(cols / kQK8_0) * sizeof(BlockQ8_0);
-  if (f == WeightFormat::kQ4_K && cols % kQK_K == 0) return static_cast<size_t>(cols / kQK_K) * sizeof(BlockQ4_K);
-  if (f == WeightFormat::kQ6_K && cols % kQK_K == 0) return static_cast<size_t>(cols / kQK_K) * sizeof(BlockQ6_K);
+  if (f == WeightFormat::kQ8_0 && cols % kQK8_0 == 0)
+    return static_cast<size_t>(cols / kQK8_0) * sizeof(BlockQ8_0);
+  if (f == WeightFormat::kQ4_K && cols % kQK_K == 0)
+    return static_cast<size_t>(cols / kQK_K) * sizeof(BlockQ4_K);
+  if (f == WeightFormat::kQ6_K && cols % kQK_K == 0)
+    return static_cast<size_t>(cols / kQK_K) * sizeof(BlockQ6_K);
   return 0;
 }
 
@@ -45,7 +48,8 @@ void PackGroupQ4_K(const BlockQ4_K* const rows[kPackRows], int valid, int64_t nb
       BlockQ4_K zero{};
       const BlockQ4_K& blk = r < valid ? rows[r][b] : zero;
       for (int c = 0; c < 4; ++c) {
-        for (int k = 0; k < 8; ++k) std::memcpy(sb + kQ4_KPackQs + c * 512 + k * 64 + r * 4, blk.qs + 32 * c + 4 * k, 4);
+        for (int k = 0; k < 8; ++k)
+          std::memcpy(sb + kQ4_KPackQs + c * 512 + k * 64 + r * 4, blk.qs + 32 * c + 4 * k, 4);
       }
       std::memcpy(sb + kQ4_KPackD + 2 * r, &blk.d, 2);
       std::memcpy(sb + kQ4_KPackDmin + 2 * r, &blk.dmin, 2);
@@ -64,13 +68,15 @@ void PackGroupQ6_K(const BlockQ6_K* const rows[kPackRows], int valid, int64_t nb
       UnpackQ6_K(blk, q);
       for (int m = 0; m < 32; ++m) {
         for (int e = 0; e < 4; ++e) {
-          sb[(m < 16 ? kQ6_KPackLow0 + m * 64 : kQ6_KPackLow1 + (m - 16) * 64) + r * 4 + e] = static_cast<uint8_t>((q[4 * m + e] & 15) | (q[128 + 4 * m + e] & 15) << 4);
+          sb[(m < 16 ? kQ6_KPackLow0 + m * 64 : kQ6_KPackLow1 + (m - 16) * 64) + r * 4 + e] =
+              static_cast<uint8_t>((q[4 * m + e] & 15) | (q[128 + 4 * m + e] & 15) << 4);
         }
       }
       for (int p = 0; p < 16; ++p) {
         for (int e = 0; e < 4; ++e) {
           uint8_t byte = 0;
-          for (int s = 0; s < 4; ++s) byte = static_cast<uint8_t>(byte | (q[64 * s + 4 * p + e] >> 4) << (2 * s));
+          for (int s = 0; s < 4; ++s)
+            byte = static_cast<uint8_t>(byte | (q[64 * s + 4 * p + e] >> 4) << (2 * s));
           sb[kQ6_KPackHigh + p * 64 + r * 4 + e] = byte;
         }
       }
@@ -104,14 +110,19 @@ size_t PackedBytes(WeightFormat f, int64_t rows, int64_t cols) {
 
 Status PackMatrix(GgmlType type, const void* gguf_rows, int64_t rows, int64_t cols, void* out) {
   WeightFormat f;
-  if (type == GgmlType::kQ8_0) f = WeightFormat::kQ8_0;
-  else if (type == GgmlType::kQ4_K) f = WeightFormat::kQ4_K;
-  else if (type == GgmlType::kQ6_K) f = WeightFormat::kQ6_K;
-  else return Unsupported("pack: no packed layout for weights of type {}", GgmlTypeName(type));
+  if (type == GgmlType::kQ8_0)
+    f = WeightFormat::kQ8_0;
+  else if (type == GgmlType::kQ4_K)
+    f = WeightFormat::kQ4_K;
+  else if (type == GgmlType::kQ6_K)
+    f = WeightFormat::kQ6_K;
+  else
+    return Unsupported("pack: no packed layout for weights of type {}", GgmlTypeName(type));
   if (rows <= 0 || cols <= 0) return InvalidArgument("pack: matrix shape ({}, {}) is empty", rows, cols);
   const size_t row_bytes = RowBytes(f, cols);
   if (row_bytes == 0) {
-    return InvalidArgument("pack: {} rows of {} elements are not a whole number of blocks", GgmlTypeName(type), cols);
+    return InvalidArgument("pack: {} rows of {} elements are not a whole number of blocks",
+                           GgmlTypeName(type), cols);
   }
   if (gguf_rows == nullptr || out == nullptr) return InvalidArgument("pack: null buffer");
   const auto* src = static_cast<const uint8_t*>(gguf_rows);
@@ -123,15 +134,18 @@ Status PackMatrix(GgmlType type, const void* gguf_rows, int64_t rows, int64_t co
     std::memset(group + row_bytes * kPackRows, 0, group_bytes - row_bytes * kPackRows);
     if (f == WeightFormat::kQ8_0) {
       const BlockQ8_0* r[kPackRows];
-      for (int i = 0; i < valid; ++i) r[i] = reinterpret_cast<const BlockQ8_0*>(src + (g * kPackRows + i) * row_bytes);
+      for (int i = 0; i < valid; ++i)
+        r[i] = reinterpret_cast<const BlockQ8_0*>(src + (g * kPackRows + i) * row_bytes);
       PackGroupQ8_0(r, valid, cols / kQK8_0, group);
     } else if (f == WeightFormat::kQ4_K) {
       const BlockQ4_K* r[kPackRows];
-      for (int i = 0; i < valid; ++i) r[i] = reinterpret_cast<const BlockQ4_K*>(src + (g * kPackRows + i) * row_bytes);
+      for (int i = 0; i < valid; ++i)
+        r[i] = reinterpret_cast<const BlockQ4_K*>(src + (g * kPackRows + i) * row_bytes);
       PackGroupQ4_K(r, valid, cols / kQK_K, group);
     } else {
       const BlockQ6_K* r[kPackRows];
-      for (int i = 0; i < valid; ++i) r[i] = reinterpret_cast<const BlockQ6_K*>(src + (g * kPackRows + i) * row_bytes);
+      for (int i = 0; i < valid; ++i)
+        r[i] = reinterpret_cast<const BlockQ6_K*>(src + (g * kPackRows + i) * row_bytes);
       PackGroupQ6_K(r, valid, cols / kQK_K, group);
     }
   }
@@ -168,7 +182,8 @@ void ToActQ8_K(const BlockQ8_K& blk, ActQ8_K* o) {
 
 }  // namespace
 
-void QuantizePackedActivations(WeightFormat f, const float* x, int64_t n, int64_t t, int64_t n_tokens, void* out) {
+void QuantizePackedActivations(WeightFormat f, const float* x, int64_t n, int64_t t, int64_t n_tokens,
+                               void* out) {
   if (f == WeightFormat::kQ8_0) {
     for (int64_t b = 0; b < n / kQK8_0; ++b) {
       BlockQ8_0 blk;
@@ -188,7 +203,8 @@ void QuantizePackedActivations(WeightFormat f, const float* x, int64_t n, int64_
   }
 }
 
-void PackActivations(WeightFormat f, const uint8_t* rows, size_t stride, int64_t n, int64_t n_tokens, void* out) {
+void PackActivations(WeightFormat f, const uint8_t* rows, size_t stride, int64_t n, int64_t n_tokens,
+                     void* out) {
   for (int64_t t = 0; t < n_tokens; ++t) {
     const uint8_t* row = rows + t * stride;
     if (f == WeightFormat::kQ8_0) {
@@ -205,7 +221,8 @@ void PackActivations(WeightFormat f, const uint8_t* rows, size_t stride, int64_t
       }
     } else if (f == WeightFormat::kQ6_K) {
       for (int64_t b = 0; b < n / kQK_K; ++b) {
-        std::memcpy(static_cast<BlockQ8_K*>(out) + b * n_tokens + t, row + b * sizeof(BlockQ8_K), sizeof(BlockQ8_K));
+        std::memcpy(static_cast<BlockQ8_K*>(out) + b * n_tokens + t, row + b * sizeof(BlockQ8_K),
+                    sizeof(BlockQ8_K));
       }
     }
   }

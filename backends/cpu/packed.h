@@ -42,7 +42,8 @@ namespace fak::cpu {
 constexpr int kPackRows = 16;
 
 // Byte offsets inside one packed k-quant super-block of 16 rows.
-constexpr int kQ4_KPackD = 0, kQ4_KPackDmin = 32, kQ4_KPackScales = 64, kQ4_KPackQs = 256, kQ4_KPackBytes = 2304;
+constexpr int kQ4_KPackD = 0, kQ4_KPackDmin = 32, kQ4_KPackScales = 64, kQ4_KPackQs = 256,
+              kQ4_KPackBytes = 2304;
 constexpr int kQ6_KPackScales = 0, kQ6_KPackLow0 = 256, kQ6_KPackHigh = 1280, kQ6_KPackLow1 = 2304,
               kQ6_KPackD = 3328, kQ6_KPackBytes = 3360;
 
@@ -87,9 +88,11 @@ static_assert(sizeof(ActQ8_K) == 288);
 size_t PackedActivationBytes(WeightFormat f, int64_t n, int64_t n_tokens);
 // Quantizes activation row t (of n elements) into the block-major buffer `out` of n_tokens rows. The
 // quants are exactly those of QuantizeActivations.
-void QuantizePackedActivations(WeightFormat f, const float* x, int64_t n, int64_t t, int64_t n_tokens, void* out);
+void QuantizePackedActivations(WeightFormat f, const float* x, int64_t n, int64_t t, int64_t n_tokens,
+                               void* out);
 // Converts n_tokens activation rows made by QuantizeActivations (stride bytes apart) into the packed
 // block-major form.
-void PackActivations(WeightFormat f, const uint8_t* rows, size_t stride, int64_t n, int64_t n_tokens, void* out);
+void PackActivations(WeightFormat f, const uint8_t* rows, size_t stride, int64_t n, int64_t n_tokens,
+                     void* out);
 
 }  // namespace fak::cpu

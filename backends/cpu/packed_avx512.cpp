@@ -3,9 +3,9 @@
 // dword broadcast to all 16 rows ({1to16}), so a block's exact integer sum for 16 rows takes 8
 // instructions and no horizontal reduction; the float steps then follow the reference per lane.
 //
-// Napkin math (one core of this Zen 5 machine, ~1 zmm vpdpbusd per cycle): q8_0 spends per (16 rows, block, token)
-// 8 vpdpbusd + cvt + 2 mul + add, so at best ~80% of the int8 peak; decode streams 544 bytes per
-// (16 rows, block) in ~15 instructions, far below what memory delivers, so it is bandwidth-bound.
+// Napkin math (one core of this Zen 5 machine, ~1 zmm vpdpbusd per cycle): q8_0 spends per (16 rows, block,
+// token) 8 vpdpbusd + cvt + 2 mul + add, so at best ~80% of the int8 peak; decode streams 544 bytes per (16
+// rows, block) in ~15 instructions, far below what memory delivers, so it is bandwidth-bound.
 //
 // Internal linkage only and no standard-library templates (see x86_ymm_body.h for why).
 //
@@ -141,8 +141,8 @@ void PackedQ8_0(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
       TileQ8_0<kTokensQ8_0>(group, nb, a + t, n_tokens, y + t * ldy + r, ldy, mask);
     }
     if (t < n_tokens) {
-      TileQ8_0Tail<kTokensQ8_0 - 1>(static_cast<int>(n_tokens - t), group, nb, a + t, n_tokens, y + t * ldy + r,
-                                    ldy, mask);
+      TileQ8_0Tail<kTokensQ8_0 - 1>(static_cast<int>(n_tokens - t), group, nb, a + t, n_tokens,
+                                    y + t * ldy + r, ldy, mask);
     }
   }
 }
@@ -170,13 +170,15 @@ inline __m512i DwordBytes(int b0, int b1, int b2, int b3) {
 }
 
 inline void UnpackScales(const uint8_t* sb, Q4_KScales* s) {
-  const __m512i s0 = _mm512_loadu_si512(sb + kQ4_KPackScales), s1 = _mm512_loadu_si512(sb + kQ4_KPackScales + 64);
+  const __m512i s0 = _mm512_loadu_si512(sb + kQ4_KPackScales),
+                s1 = _mm512_loadu_si512(sb + kQ4_KPackScales + 64);
   const __m512i s2 = _mm512_loadu_si512(sb + kQ4_KPackScales + 128);
   const __m512i m3f = _mm512_set1_epi32(0x3F3F3F3F), m0f = _mm512_set1_epi32(0x0F0F0F0F);
   const __m512i m30 = _mm512_set1_epi32(0x30303030);
   const __m512i sc_lo = _mm512_and_si512(s0, m3f);
   const __m512i m_lo = _mm512_and_si512(s1, m3f);
-  const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(s2, m0f), _mm512_and_si512(_mm512_srli_epi32(s0, 2), m30));
+  const __m512i sc_hi =
+      _mm512_or_si512(_mm512_and_si512(s2, m0f), _mm512_and_si512(_mm512_srli_epi32(s0, 2), m30));
   const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 4), m0f),
                                        _mm512_and_si512(_mm512_srli_epi32(s1, 2), m30));
   // Byte j of each lane's dword -> int32 lane; bytes (2k, 2k+1) -> int16 pair.
@@ -266,8 +268,8 @@ void PackedQ4_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
       TileQ4_K<kTokensQ4_K>(group, nb, a + t, n_tokens, y + t * ldy + r, ldy, mask);
     }
     if (t < n_tokens) {
-      TileQ4_KTail<kTokensQ4_K - 1>(static_cast<int>(n_tokens - t), group, nb, a + t, n_tokens, y + t * ldy + r,
-                                    ldy, mask);
+      TileQ4_KTail<kTokensQ4_K - 1>(static_cast<int>(n_tokens - t), group, nb, a + t, n_tokens,
+                                    y + t * ldy + r, ldy, mask);
     }
   }
 }
@@ -310,9 +312,9 @@ inline void HalfQ6_K(const uint8_t* sb, const Q6_KScales& s, const BlockQ8_K* a,
       const __m512i l = _mm512_loadu_si512(low + p * 64);
       const __m512i h = _mm512_loadu_si512(sb + kQ6_KPackHigh + p * 64);
       // lo | (hi & 0x30) in one vpternlogd
-      const __m512i qa = _mm512_ternarylogic_epi32(_mm512_and_si512(l, low4),
-                                                   H == 0 ? _mm512_slli_epi16(h, 4) : _mm512_slli_epi16(h, 2),
-                                                   bits45, 0xF8);
+      const __m512i qa =
+          _mm512_ternarylogic_epi32(_mm512_and_si512(l, low4),
+                                    H == 0 ? _mm512_slli_epi16(h, 4) : _mm512_slli_epi16(h, 2), bits45, 0xF8);
       const __m512i qb = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l, 4), low4),
                                                    H == 0 ? h : _mm512_srli_epi16(h, 2), bits45, 0xF8);
       const int ka = 16 * H + p, kb = 32 + 16 * H + p;
@@ -323,8 +325,8 @@ inline void HalfQ6_K(const uint8_t* sb, const Q6_KScales& s, const BlockQ8_K* a,
     }
     const __m512i sc_a = s.sc[4 * H + jj], sc_b = s.sc[8 + 4 * H + jj];
     for (int t = 0; t < T; ++t) {
-      isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(acc_a[t], sc_a),
-                                                           _mm512_mullo_epi32(acc_b[t], sc_b)));
+      isum[t] = _mm512_add_epi32(
+          isum[t], _mm512_add_epi32(_mm512_mullo_epi32(acc_a[t], sc_a), _mm512_mullo_epi32(acc_b[t], sc_b)));
     }
   }
 }
@@ -381,8 +383,8 @@ void PackedQ6_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
       TileQ6_K<kTokensQ6_K>(group, nb, a + t, n_tokens, y + t * ldy + r, ldy, mask);
     }
     if (t < n_tokens) {
-      TileQ6_KTail<kTokensQ6_K - 1>(static_cast<int>(n_tokens - t), group, nb, a + t, n_tokens, y + t * ldy + r,
-                                    ldy, mask);
+      TileQ6_KTail<kTokensQ6_K - 1>(static_cast<int>(n_tokens - t), group, nb, a + t, n_tokens,
+                                    y + t * ldy + r, ldy, mask);
     }
   }
 }

@@ -52,7 +52,8 @@ void PackedQ4_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
         const uint8_t* sb = group + b * kQ4_KPackBytes;
         const ActQ8_K& ab = a[b * n_tokens + t];
         uint8_t scales[12];
-        for (int word = 0; word < 3; ++word) std::memcpy(scales + 4 * word, sb + kQ4_KPackScales + word * 64 + lane * 4, 4);
+        for (int word = 0; word < 3; ++word)
+          std::memcpy(scales + 4 * word, sb + kQ4_KPackScales + word * 64 + lane * 4, 4);
         int32_t s = 0, ms = 0;
         for (int j = 0; j < 8; ++j) {
           uint8_t sc, m;
@@ -98,7 +99,8 @@ void PackedQ6_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
           for (int i = 16 * j; i < 16 * j + 16; ++i) {
             const int k = i / 4, e = i % 4;
             const int m = k % 32;
-            const uint8_t low = sb[(m < 16 ? kQ6_KPackLow0 + m * 64 : kQ6_KPackLow1 + (m - 16) * 64) + lane * 4 + e];
+            const uint8_t low =
+                sb[(m < 16 ? kQ6_KPackLow0 + m * 64 : kQ6_KPackLow1 + (m - 16) * 64) + lane * 4 + e];
             const uint8_t high = sb[kQ6_KPackHigh + (k % 16) * 64 + lane * 4 + e];
             const int q = ((k < 32 ? low : low >> 4) & 15) | ((high >> (2 * (k / 16))) & 3) << 4;
             isum += (q - 32) * ab.qs[i];

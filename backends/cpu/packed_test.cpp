@@ -28,7 +28,9 @@ std::string Hex(float f) {
 }
 
 GgmlType TypeOf(WeightFormat f) {
-  return f == WeightFormat::kQ8_0 ? GgmlType::kQ8_0 : f == WeightFormat::kQ4_K ? GgmlType::kQ4_K : GgmlType::kQ6_K;
+  return f == WeightFormat::kQ8_0   ? GgmlType::kQ8_0
+         : f == WeightFormat::kQ4_K ? GgmlType::kQ4_K
+                                    : GgmlType::kQ6_K;
 }
 
 std::vector<uint8_t> Pack(const RandomMatrix& m) {
@@ -57,7 +59,8 @@ TEST(Packed, RejectsWhatItCannotPack) {
   EXPECT_EQ(PackMatrix(GgmlType::kQ8_0, in.data(), 16, 33, out.data()).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(PackMatrix(GgmlType::kQ4_K, in.data(), 0, 256, out.data()).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(PackMatrix(GgmlType::kQ8_0, nullptr, 16, 32, out.data()).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(MakePackedQuantMatrix(GgmlType::kF16, in.data(), 16, 256).status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(MakePackedQuantMatrix(GgmlType::kF16, in.data(), 16, 256).status().code(),
+            StatusCode::kUnsupported);
 }
 
 class PackedIsaTest : public ::testing::TestWithParam<Isa> {};
@@ -83,12 +86,13 @@ TEST_P(PackedIsaTest, EqualsReferenceBitForBit) {
           PackActivations(f, act.data(), stride, cols, n_tokens, pact.data());
           const int64_t ldy = rows + 3;
           std::vector<float> want(ldy * n_tokens, -1.0f), got(ldy * n_tokens, -1.0f);
-          ref->matmul[fi](m.data.data(), m.row_bytes, cols, act.data(), stride, n_tokens, want.data(), ldy, 0, rows);
+          ref->matmul[fi](m.data.data(), m.row_bytes, cols, act.data(), stride, n_tokens, want.data(), ldy, 0,
+                          rows);
           k->packed[fi](packed.data(), cols, pact.data(), n_tokens, got.data(), ldy, 0, rows);
           for (size_t i = 0; i < want.size(); ++i) {
-            ASSERT_EQ(Hex(got[i]), Hex(want[i])) << WeightFormatName(f) << " rows " << rows << " cols " << cols
-                                                 << " tokens " << n_tokens << " token " << i / ldy << " row "
-                                                 << i % ldy;
+            ASSERT_EQ(Hex(got[i]), Hex(want[i]))
+                << WeightFormatName(f) << " rows " << rows << " cols " << cols << " tokens " << n_tokens
+                << " token " << i / ldy << " row " << i % ldy;
           }
           // A sub-range starting at the second group writes only its rows.
           if (rows > 17) {
@@ -118,7 +122,10 @@ TEST_P(PackedIsaTest, ActivationQuantizersEqualReference) {
   for (size_t i = 0; i < x.size(); ++i) {
     const uint32_t kind = rng() % 64;
     const size_t block = i / 32;
-    x[i] = block % 5 == 1 ? 0.0f : block % 5 == 2 ? 1e-30f * g(rng) : block % 5 == 3 ? 1e30f * g(rng) : g(rng);
+    x[i] = block % 5 == 1   ? 0.0f
+           : block % 5 == 2 ? 1e-30f * g(rng)
+           : block % 5 == 3 ? 1e30f * g(rng)
+                            : g(rng);
     if (kind == 0) x[i] = std::numeric_limits<float>::quiet_NaN();
     if (kind == 1) x[i] = -std::numeric_limits<float>::infinity();
     if (kind == 2) x[i] = 0.5f;  // ties round to even
@@ -137,7 +144,9 @@ TEST_P(PackedIsaTest, ActivationQuantizersEqualReference) {
 std::vector<Isa> Levels() { return AvailableIsas(); }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, PackedIsaTest, ::testing::ValuesIn(Levels()),
-                         [](const ::testing::TestParamInfo<Isa>& info) { return std::string(IsaName(info.param)); });
+                         [](const ::testing::TestParamInfo<Isa>& info) {
+                           return std::string(IsaName(info.param));
+                         });
 
 // The op: packed and GGUF layouts give identical bits, for 1 and 2 threads, decode and prefill.
 TEST(Packed, MatMulOpMatchesPlainLayout) {
@@ -167,7 +176,8 @@ TEST(Packed, MatMulOpMatchesPlainLayout) {
       ASSERT_TRUE(MatMul(*plain, x.data(), n_tokens, y_plain.data(), pool1).ok());
       ASSERT_TRUE(MatMul(*packed, x.data(), n_tokens, y1.data(), pool1).ok());
       ASSERT_TRUE(MatMul(*packed, x.data(), n_tokens, y2.data(), pool2).ok());
-      EXPECT_EQ(std::memcmp(y_plain.data(), y1.data(), y1.size() * 4), 0) << GgmlTypeName(type) << " " << n_tokens;
+      EXPECT_EQ(std::memcmp(y_plain.data(), y1.data(), y1.size() * 4), 0)
+          << GgmlTypeName(type) << " " << n_tokens;
       EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * 4), 0) << GgmlTypeName(type) << " " << n_tokens;
     }
   }

@@ -13,8 +13,8 @@ namespace {
 
 uint16_t RandomHalfScale(std::mt19937& rng, bool special) {
   const uint32_t kind = special ? rng() % 16 : 5;
-  if (kind == 0) return 0;                                         // zero scale
-  if (kind == 1) return static_cast<uint16_t>(1 + rng() % 0x3FF);  // subnormal: tiny
+  if (kind == 0) return 0;                                              // zero scale
+  if (kind == 1) return static_cast<uint16_t>(1 + rng() % 0x3FF);       // subnormal: tiny
   if (kind == 2) return static_cast<uint16_t>(0x7800 + rng() % 0x3FF);  // 32768..65504: extreme
   std::uniform_real_distribution<float> u(1e-4f, 0.05f);
   return Fp32ToFp16(u(rng));

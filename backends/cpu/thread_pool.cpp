@@ -51,7 +51,8 @@ ThreadPool::ThreadPool(int n_threads, bool pin) : n_threads_(n_threads < 1 ? 1 :
   const std::vector<int> cpus = pin ? AllowedCpus() : std::vector<int>();
   for (int i = 1; i < n_threads_; ++i) {
     // Workers take CPUs from the end of the allowed set; the caller usually runs on the first.
-    const int cpu = cpus.empty() ? -1 : cpus[(cpus.size() - static_cast<size_t>(i) % cpus.size()) % cpus.size()];
+    const int cpu =
+        cpus.empty() ? -1 : cpus[(cpus.size() - static_cast<size_t>(i) % cpus.size()) % cpus.size()];
     workers_.emplace_back([this, i, cpu] { WorkerLoop(i, cpu); });
   }
 }

@@ -6,8 +6,8 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <type_traits>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace fak::cpu {
@@ -20,8 +20,8 @@ template <typename R, typename... Args>
 class FunctionRef<R(Args...)> {
  public:
   template <typename F>
-    requires(!std::is_same_v<std::decay_t<F>, FunctionRef>)
-  FunctionRef(F&& f)  // NOLINT(google-explicit-constructor): used like std::function
+  requires(!std::is_same_v<std::decay_t<F>, FunctionRef>)
+      FunctionRef(F&& f)  // NOLINT(google-explicit-constructor): used like std::function
       : obj_(const_cast<void*>(static_cast<const void*>(&f))),
         call_([](void* o, Args... a) -> R { return (*static_cast<std::remove_reference_t<F>*>(o))(a...); }) {}
   R operator()(Args... a) const { return call_(obj_, a...); }

@@ -46,7 +46,9 @@ TEST(ThreadPool, ParallelForDynamicCoversTheRangeOnceInGrains) {
       for (int64_t i = b; i < e; ++i) seen[i].fetch_add(1);
     });
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(seen[i].load(), 1) << n << " " << i;
-    if (n >= 16 * 16) EXPECT_GE(chunks.load(), 8) << n;  // enough chunks to rebalance
+    if (n >= 16 * 16) {
+      EXPECT_GE(chunks.load(), 8) << n;  // enough chunks to rebalance
+    }
   }
 }
 

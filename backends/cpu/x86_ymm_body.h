@@ -51,9 +51,9 @@ inline void TileQ8_0(const BlockQ8_0* const w[4], const BlockQ8_0* const a[T], i
       wq[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[r][b].qs));
       wabs[r] = _mm256_abs_epi8(wq[r]);
     }
-    const __m128 dw = _mm_cvtph_ps(_mm_setr_epi16(static_cast<short>(w[0][b].d), static_cast<short>(w[1][b].d),
-                                                  static_cast<short>(w[2][b].d), static_cast<short>(w[3][b].d),
-                                                  0, 0, 0, 0));
+    const __m128 dw = _mm_cvtph_ps(
+        _mm_setr_epi16(static_cast<short>(w[0][b].d), static_cast<short>(w[1][b].d),
+                       static_cast<short>(w[2][b].d), static_cast<short>(w[3][b].d), 0, 0, 0, 0));
     for (int t = 0; t < T; ++t) {
       const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t][b].qs));
       const __m256i z = _mm256_setzero_si256();
@@ -91,7 +91,8 @@ void RunRowTiles(const uint8_t* w, size_t row_bytes, int64_t nb, const uint8_t* 
     for (; t + 4 <= n_tokens; t += 4) {
       const auto* a0 = act + t * act_stride;
       const typename Tile<4>::ActBlock* acts[4];
-      for (int k = 0; k < 4; ++k) acts[k] = reinterpret_cast<const typename Tile<4>::ActBlock*>(a0 + k * act_stride);
+      for (int k = 0; k < 4; ++k)
+        acts[k] = reinterpret_cast<const typename Tile<4>::ActBlock*>(a0 + k * act_stride);
       __m128 acc[4];
       Tile<4>::Run(rows, acts, nb, acc);
       store(acc, 4);
@@ -201,8 +202,9 @@ inline int32_t DotUnpackedQ6_K(const UnpackedQ6_K& u, const BlockQ8_K& a) {
 
 // Rows [r0, r1) x all tokens; each super-block of a row is unpacked once and used for every token.
 // `acc` is scratch for n_tokens running sums.
-inline void MatMulQ4_KYmm(const uint8_t* w, size_t row_bytes, int64_t nb, const uint8_t* act, size_t act_stride,
-                          int64_t n_tokens, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+inline void MatMulQ4_KYmm(const uint8_t* w, size_t row_bytes, int64_t nb, const uint8_t* act,
+                          size_t act_stride, int64_t n_tokens, float* y, int64_t ldy, int64_t r0,
+                          int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) {
     const BlockQ4_K* row = reinterpret_cast<const BlockQ4_K*>(w + r * row_bytes);
     for (int64_t t = 0; t < n_tokens; ++t) y[t * ldy + r] = 0.0f;
@@ -221,8 +223,9 @@ inline void MatMulQ4_KYmm(const uint8_t* w, size_t row_bytes, int64_t nb, const 
   }
 }
 
-inline void MatMulQ6_KYmm(const uint8_t* w, size_t row_bytes, int64_t nb, const uint8_t* act, size_t act_stride,
-                          int64_t n_tokens, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+inline void MatMulQ6_KYmm(const uint8_t* w, size_t row_bytes, int64_t nb, const uint8_t* act,
+                          size_t act_stride, int64_t n_tokens, float* y, int64_t ldy, int64_t r0,
+                          int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) {
     const BlockQ6_K* row = reinterpret_cast<const BlockQ6_K*>(w + r * row_bytes);
     for (int64_t t = 0; t < n_tokens; ++t) y[t * ldy + r] = 0.0f;
