@@ -66,18 +66,13 @@ void PackGroupQ6_K(const BlockQ6_K* const rows[kPackRows], int valid, int64_t nb
       const BlockQ6_K& blk = r < valid ? rows[r][b] : zero;
       uint8_t q[kQK_K];
       UnpackQ6_K(blk, q);
-      for (int m = 0; m < 32; ++m) {
-        for (int e = 0; e < 4; ++e) {
-          sb[(m < 16 ? kQ6_KPackLow0 + m * 64 : kQ6_KPackLow1 + (m - 16) * 64) + r * 4 + e] =
-              static_cast<uint8_t>((q[4 * m + e] & 15) | (q[128 + 4 * m + e] & 15) << 4);
-        }
-      }
       for (int p = 0; p < 16; ++p) {
+        uint8_t* set = sb + kQ6_KPackQuants + p * 192 + r * 4;
         for (int e = 0; e < 4; ++e) {
-          uint8_t byte = 0;
-          for (int s = 0; s < 4; ++s)
-            byte = static_cast<uint8_t>(byte | (q[64 * s + 4 * p + e] >> 4) << (2 * s));
-          sb[kQ6_KPackHigh + p * 64 + r * 4 + e] = byte;
+          const int i = 4 * p + e;
+          set[e] = static_cast<uint8_t>(q[i] | (q[128 + i] >> 4) << 6);
+          set[64 + e] = static_cast<uint8_t>(q[64 + i] | (q[192 + i] >> 4) << 6);
+          set[128 + e] = static_cast<uint8_t>((q[128 + i] & 15) | (q[192 + i] & 15) << 4);
         }
       }
       for (int w = 0; w < 4; ++w) std::memcpy(sb + kQ6_KPackScales + w * 64 + r * 4, blk.scales + 4 * w, 4);

@@ -19,11 +19,13 @@
 //     scales  192 B:      word w = 0..2, row r: dword w of row r's 12 scale bytes
 //     qs      2048 B:     chunk c = 0..3, k = 0..7, row r: dword k of row r's qs[32c .. 32c + 32)
 //   q6_k, nb = cols / 256 super-blocks, 3360 B each (210 B per row, as in GGUF), with q_i the 6-bit
-//   quants in element order and "group" k = 0..63 the elements 4k .. 4k + 3:
+//   quants in element order; for p = 0..15 the groups (4 elements) p, 16 + p, 32 + p, 48 + p are read
+//   together:
 //     scales  256 B:      word w = 0..3, row r: row r's int8 scales[4w .. 4w + 4)
-//     low0    1024 B:     m = 0..15, row r: 4 bytes, byte e = (q[4m+e] & 15) | (q[128+4m+e] & 15) << 4
-//     high    1024 B:     p = 0..15, row r: 4 bytes, byte e bits 2s, 2s+1 = q[64s+4p+e] >> 4 (s = 0..3)
-//     low1    1024 B:     m = 16..31, as low0
+//     quants  16 x 192 B: for p: three 64 B sets of one dword per row, byte e of
+//                           f1 = q[4p+e]      | (q[128+4p+e] >> 4) << 6
+//                           f2 = q[64+4p+e]   | (q[192+4p+e] >> 4) << 6
+//                           nb = (q[128+4p+e] & 15) | (q[192+4p+e] & 15) << 4
 //     d       32 B:       row r: f16 d
 //
 // The activations of the packed kernels are block-major, (blocks, n_tokens), so a tile of tokens
@@ -44,8 +46,7 @@ constexpr int kPackRows = 16;
 // Byte offsets inside one packed k-quant super-block of 16 rows.
 constexpr int kQ4_KPackD = 0, kQ4_KPackDmin = 32, kQ4_KPackScales = 64, kQ4_KPackQs = 256,
               kQ4_KPackBytes = 2304;
-constexpr int kQ6_KPackScales = 0, kQ6_KPackLow0 = 256, kQ6_KPackHigh = 1280, kQ6_KPackLow1 = 2304,
-              kQ6_KPackD = 3328, kQ6_KPackBytes = 3360;
+constexpr int kQ6_KPackScales = 0, kQ6_KPackQuants = 256, kQ6_KPackD = 3328, kQ6_KPackBytes = 3360;
 
 // True for the formats that have a packed layout (q8_0, q4_k, q6_k).
 bool HasPackedLayout(WeightFormat f);

@@ -275,9 +275,8 @@ void PackedQ4_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
 }
 
 // ---------------------------------------------------------------------------------------------------
-// q6_k. Quants of group k (elements 4k..4k+3) = low nibble from dword k % 32 of the low areas (its low
-// half for k < 32, high half otherwise) | the 2 bits of the high area's dword k % 16 at 2 * (k / 16),
-// moved to bits 4-5. S = sum_j sc_j * sum q*a - 32 * sum_j sc_j * bsum_j, exact in int32.
+// q6_k. S = sum_j sc_j * sum q*a - 32 * sum_j sc_j * bsum_j, exact in int32; about 2.25 unpacking
+// operations per vpdpbusd.
 
 struct Q6_KScales {
   __m512i sc[16];     // signed sc_j per lane
@@ -297,36 +296,38 @@ inline void UnpackScalesQ6_K(const uint8_t* sb, Q6_KScales* s) {
   s->d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ6_KPackD)));
 }
 
-// One half of a super-block: low area `low` (16 dwords per row) with the high area. Half 0 holds groups
-// p (low nibbles, high bits 0-1) and 32 + p (high nibbles, bits 4-5), half 1 groups 16 + p (bits 2-3)
-// and 48 + p (bits 6-7), p = 0..15. Accumulates sub-blocks 4H + jj and 8 + 4H + jj into isum.
-template <int H, int T>
-inline void HalfQ6_K(const uint8_t* sb, const Q6_KScales& s, const BlockQ8_K* a, __m512i isum[T]) {
-  const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
-  const uint8_t* low = sb + (H == 0 ? kQ6_KPackLow0 : kQ6_KPackLow1);
+// All 16 sub-blocks of a super-block for T tokens into isum. Step p yields groups p, 16 + p (the low
+// 6 bits of f1, f2) and 32 + p, 48 + p (a nibble of nb under the top 2 bits of f1, f2), which belong to
+// sub-blocks p / 4 + 0, 4, 8, 12.
+template <int T>
+inline void SuperBlockQ6_K(const uint8_t* sb, const Q6_KScales& s, const BlockQ8_K* a, __m512i isum[T]) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), low6 = _mm512_set1_epi8(0x3F), bits45 = _mm512_set1_epi8(0x30);
   for (int jj = 0; jj < 4; ++jj) {
-    __m512i acc_a[T], acc_b[T];
-    for (int t = 0; t < T; ++t) acc_a[t] = acc_b[t] = _mm512_setzero_si512();
+    __m512i acc[4][T];
+    for (int i = 0; i < 4; ++i) {
+      for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_si512();
+    }
     for (int g = 0; g < 4; ++g) {
       const int p = 4 * jj + g;
-      const __m512i l = _mm512_loadu_si512(low + p * 64);
-      const __m512i h = _mm512_loadu_si512(sb + kQ6_KPackHigh + p * 64);
+      const uint8_t* set = sb + kQ6_KPackQuants + p * 192;
+      const __m512i f1 = _mm512_loadu_si512(set), f2 = _mm512_loadu_si512(set + 64);
+      const __m512i nb = _mm512_loadu_si512(set + 128);
       // lo | (hi & 0x30) in one vpternlogd
-      const __m512i qa =
-          _mm512_ternarylogic_epi32(_mm512_and_si512(l, low4),
-                                    H == 0 ? _mm512_slli_epi16(h, 4) : _mm512_slli_epi16(h, 2), bits45, 0xF8);
-      const __m512i qb = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l, 4), low4),
-                                                   H == 0 ? h : _mm512_srli_epi16(h, 2), bits45, 0xF8);
-      const int ka = 16 * H + p, kb = 32 + 16 * H + p;
-      for (int t = 0; t < T; ++t) {
-        acc_a[t] = _mm512_dpbusd_epi32(acc_a[t], qa, Bcast(a[t].qs + 4 * ka));
-        acc_b[t] = _mm512_dpbusd_epi32(acc_b[t], qb, Bcast(a[t].qs + 4 * kb));
+      const __m512i q[4] = {
+          _mm512_and_si512(f1, low6), _mm512_and_si512(f2, low6),
+          _mm512_ternarylogic_epi32(_mm512_and_si512(nb, low4), _mm512_srli_epi16(f1, 2), bits45, 0xF8),
+          _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(nb, 4), low4), _mm512_srli_epi16(f2, 2),
+                                    bits45, 0xF8)};
+      for (int i = 0; i < 4; ++i) {
+        for (int t = 0; t < T; ++t) {
+          acc[i][t] = _mm512_dpbusd_epi32(acc[i][t], q[i], Bcast(a[t].qs + 4 * (16 * i + p)));
+        }
       }
     }
-    const __m512i sc_a = s.sc[4 * H + jj], sc_b = s.sc[8 + 4 * H + jj];
-    for (int t = 0; t < T; ++t) {
-      isum[t] = _mm512_add_epi32(
-          isum[t], _mm512_add_epi32(_mm512_mullo_epi32(acc_a[t], sc_a), _mm512_mullo_epi32(acc_b[t], sc_b)));
+    for (int i = 0; i < 4; ++i) {
+      for (int t = 0; t < T; ++t) {
+        isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(acc[i][t], s.sc[4 * i + jj]));
+      }
     }
   }
 }
@@ -345,8 +346,7 @@ inline void TileQ6_K(const uint8_t* group, int64_t nb, const BlockQ8_K* act, int
     const BlockQ8_K* a = act + b * n_tokens;
     __m512i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
-    HalfQ6_K<0, T>(sb, s, a, isum);
-    HalfQ6_K<1, T>(sb, s, a, isum);
+    SuperBlockQ6_K<T>(sb, s, a, isum);
     for (int t = 0; t < T; ++t) {
       __m512i corr = _mm512_setzero_si512();
       for (int k = 0; k < 8; ++k) corr = _mm512_dpwssd_epi32(corr, s.scpair[k], Bcast(a[t].bsums + 2 * k));
@@ -358,7 +358,7 @@ inline void TileQ6_K(const uint8_t* group, int64_t nb, const BlockQ8_K* act, int
   for (int t = 0; t < T; ++t) StoreRows(y + t * ldy, acc[t], mask);
 }
 
-constexpr int kTokensQ6_K = 6;
+constexpr int kTokensQ6_K = 4;  // 3, 5 and 6 measured slower
 
 template <int T>
 inline void TileQ6_KTail(int count, const uint8_t* group, int64_t nb, const BlockQ8_K* act, int64_t n_tokens,

@@ -97,12 +97,16 @@ void PackedQ6_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
           const int8_t sc = static_cast<int8_t>(sb[kQ6_KPackScales + (j / 4) * 64 + lane * 4 + j % 4]);
           int32_t isum = 0;
           for (int i = 16 * j; i < 16 * j + 16; ++i) {
-            const int k = i / 4, e = i % 4;
-            const int m = k % 32;
-            const uint8_t low =
-                sb[(m < 16 ? kQ6_KPackLow0 + m * 64 : kQ6_KPackLow1 + (m - 16) * 64) + lane * 4 + e];
-            const uint8_t high = sb[kQ6_KPackHigh + (k % 16) * 64 + lane * 4 + e];
-            const int q = ((k < 32 ? low : low >> 4) & 15) | ((high >> (2 * (k / 16))) & 3) << 4;
+            const int k = i / 4, e = i % 4, p = k % 16;
+            const uint8_t* set = sb + kQ6_KPackQuants + p * 192 + lane * 4 + e;
+            const uint8_t f1 = set[0], f2 = set[64], nib = set[128];
+            int q;
+            switch (k / 16) {
+              case 0: q = f1 & 63; break;
+              case 1: q = f2 & 63; break;
+              case 2: q = (nib & 15) | (f1 >> 6) << 4; break;
+              default: q = (nib >> 4) | (f2 >> 6) << 4; break;
+            }
             isum += (q - 32) * ab.qs[i];
           }
           s += sc * isum;
