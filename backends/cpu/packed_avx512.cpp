@@ -316,8 +316,8 @@ inline void SuperBlockQ6_K(const uint8_t* sb, const Q6_KScales& s, const BlockQ8
       const __m512i q[4] = {
           _mm512_and_si512(f1, low6), _mm512_and_si512(f2, low6),
           _mm512_ternarylogic_epi32(_mm512_and_si512(nb, low4), _mm512_srli_epi16(f1, 2), bits45, 0xF8),
-          _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(nb, 4), low4), _mm512_srli_epi16(f2, 2),
-                                    bits45, 0xF8)};
+          _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(nb, 4), low4),
+                                    _mm512_srli_epi16(f2, 2), bits45, 0xF8)};
       for (int i = 0; i < 4; ++i) {
         for (int t = 0; t < T; ++t) {
           acc[i][t] = _mm512_dpbusd_epi32(acc[i][t], q[i], Bcast(a[t].qs + 4 * (16 * i + p)));
