@@ -27,7 +27,8 @@ std::string DefaultTokenizer() {
 
 void PrintReport(const std::string& path, const convert::ConvertReport& r) {
   fmt::print("wrote {}: {} tensors, {:.3f} B parameters, {:.2f} GiB in {:.1f} s\n", path, r.tensors,
-             static_cast<double>(r.parameters) * 1e-9, static_cast<double>(r.file_bytes) / (1ull << 30), r.seconds);
+             static_cast<double>(r.parameters) * 1e-9, static_cast<double>(r.file_bytes) / (1ull << 30),
+             r.seconds);
 }
 
 // A progress bar over tensors, drawn on a terminal only.
@@ -41,7 +42,8 @@ convert::TensorProgress BarProgress(std::shared_ptr<ProgressBar>& bar, const std
 }  // namespace
 
 void RegisterSynth(CLI::App& app, Context& ctx) {
-  auto* cmd = app.add_subcommand("synth", "Write a random-weight model at a real geometry with a real tokenizer");
+  auto* cmd =
+      app.add_subcommand("synth", "Write a random-weight model at a real geometry with a real tokenizer");
   static convert::SynthOptions o;
   static std::string type = "q8_0";
   cmd->add_option("--geometry,-g", o.geometry, "One of: " + convert::GeometryNames())->required();
@@ -57,8 +59,9 @@ void RegisterSynth(CLI::App& app, Context& ctx) {
     o.type = type;
     if (o.tokenizer.empty()) o.tokenizer = DefaultTokenizer();
     if (o.tokenizer.empty()) {
-      ctx.exit_code = Fail("no tokenizer found: pass --tokenizer (a Qwen2 tokenizer.json or its folder) or set "
-                           "FAK_SYNTH_TOKENIZER");
+      ctx.exit_code = Fail(
+          "no tokenizer found: pass --tokenizer (a Qwen2 tokenizer.json or its folder) or set "
+          "FAK_SYNTH_TOKENIZER");
       return;
     }
     std::shared_ptr<ProgressBar> bar;
@@ -74,7 +77,8 @@ void RegisterSynth(CLI::App& app, Context& ctx) {
 }
 
 void RegisterQuantize(CLI::App& app, Context& ctx) {
-  auto* cmd = app.add_subcommand("quantize", "Convert a GGUF file or a HuggingFace checkpoint folder to GGUF of TYPE");
+  auto* cmd = app.add_subcommand("quantize",
+                                 "Convert a GGUF file or a HuggingFace checkpoint folder to GGUF of TYPE");
   static convert::QuantizeOptions o;
   cmd->add_option("input", o.input, "GGUF file, or folder with config.json, *.safetensors and tokenizer.json")
       ->required();

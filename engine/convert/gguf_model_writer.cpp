@@ -5,15 +5,13 @@
 #include <mutex>
 #include <vector>
 
-#include "quant/codec.h"              // QuantizeRow
-#include "tokenizer/pre_split.h"      // PreSplitPatternsForGgufPre
+#include "quant/codec.h"          // QuantizeRow
+#include "tokenizer/pre_split.h"  // PreSplitPatternsForGgufPre
 
 namespace fak::convert {
 namespace {
 
-bool LooksSpecial(const std::string& t) {
-  return t.size() >= 4 && t.starts_with("<|") && t.ends_with("|>");
-}
+bool LooksSpecial(const std::string& t) { return t.size() >= 4 && t.starts_with("<|") && t.ends_with("|>"); }
 
 }  // namespace
 
@@ -54,15 +52,17 @@ Result<std::string> GgufPreName(const TokenizerSpec& spec) {
     auto patterns = PreSplitPatternsForGgufPre(name);
     if (patterns.ok() && *patterns == spec.split_patterns) return std::string(name);
   }
-  return NotFound("{}: its pre-tokenizer split patterns match none of the GGUF pre-tokenizers fak knows "
-                  "(qwen2, llama-bpe, gpt2, falcon, starcoder)", spec.source);
+  return NotFound(
+      "{}: its pre-tokenizer split patterns match none of the GGUF pre-tokenizers fak knows "
+      "(qwen2, llama-bpe, gpt2, falcon, starcoder)",
+      spec.source);
 }
 
 Status SetTokenizerMetadata(GgufWriter& w, const TokenizerSpec& spec, int64_t vocab_size) {
   const size_t n = static_cast<size_t>(vocab_size);
   if (spec.tokens.size() > n) {
-    return InvalidArgument("{}: the tokenizer has {} tokens, more than the model's vocab_size {}", spec.source,
-                           spec.tokens.size(), vocab_size);
+    return InvalidArgument("{}: the tokenizer has {} tokens, more than the model's vocab_size {}",
+                           spec.source, spec.tokens.size(), vocab_size);
   }
   std::vector<std::string> tokens(n);
   std::vector<int32_t> types(n, static_cast<int32_t>(TokenType::kUnused));
@@ -110,7 +110,8 @@ Status SetTokenizerMetadata(GgufWriter& w, const TokenizerSpec& spec, int64_t vo
   return Status::Ok();
 }
 
-GgufWriter::Producer RowProducer(cpu::ThreadPool& pool, GgmlType type, int64_t rows, int64_t cols, RowFn row_fn) {
+GgufWriter::Producer RowProducer(cpu::ThreadPool& pool, GgmlType type, int64_t rows, int64_t cols,
+                                 RowFn row_fn) {
   return [&pool, type, rows, cols, row_fn = std::move(row_fn)](std::span<uint8_t> out) -> Status {
     const auto row_bytes = GgmlRowBytes(type, static_cast<uint64_t>(cols));
     if (!row_bytes || *row_bytes * static_cast<uint64_t>(rows) != out.size()) {

@@ -6,6 +6,7 @@ namespace fak::convert {
 namespace {
 
 // Real geometries from the models' config.json files; `tiny` and `tiny-llama` are for tests.
+// clang-format off
 constexpr std::array<SynthGeometry, 6> kGeometries = {{
     // name            arch     layers  d     ffn    heads kv  hd   tied   rope   eps    ctx
     {"tiny",          "qwen2",  2,   256,   512,   4,  2,  64,  true,  1e6, 1e-6, 4096},
@@ -15,6 +16,7 @@ constexpr std::array<SynthGeometry, 6> kGeometries = {{
     {"qwen2.5-7b",    "qwen2",  28,  3584,  18944, 28, 4,  128, false, 1e6, 1e-6, 32768},
     {"llama3-8b",     "llama",  32,  4096,  14336, 32, 8,  128, false, 5e5, 1e-5, 8192},
 }};
+// clang-format on
 
 }  // namespace
 

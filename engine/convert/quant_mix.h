@@ -36,8 +36,8 @@ bool UseMoreBits(int64_t layer, int64_t n_layer);
 struct TensorDesc {
   std::string_view name;  // canonical GGUF name: "blk.3.attn_v.weight"
   int n_dims = 2;
-  int64_t ne0 = 0;        // row length (shape[0])
-  int64_t n_layer = 0;    // the model's block count
+  int64_t ne0 = 0;               // row length (shape[0])
+  int64_t n_layer = 0;           // the model's block count
   bool tied_embeddings = false;  // no output.weight: token_embd doubles as the output matrix
 };
 

@@ -10,8 +10,8 @@ namespace fak::convert {
 namespace {
 
 GgmlType TypeOf(FileType ft, const ModelConfig& c, const PlannedTensor& t) {
-  return TensorTypeFor(ft, TensorDesc{t.name, static_cast<int>(t.shape.size()), static_cast<int64_t>(t.shape[0]),
-                                      c.n_layer, c.tied_embeddings});
+  return TensorTypeFor(ft, TensorDesc{t.name, static_cast<int>(t.shape.size()),
+                                      static_cast<int64_t>(t.shape[0]), c.n_layer, c.tied_embeddings});
 }
 
 TEST(QuantMix, FileTypeNamesAndLlamaNumbers) {
@@ -45,7 +45,9 @@ TEST(QuantMix, Q4KMOnQwen25_1_5B) {
   int q6_v = 0, q6_down = 0, q4 = 0, f32 = 0;
   for (const PlannedTensor& t : PlanTensors(*c)) {
     const GgmlType type = TypeOf(FileType::kQ4_K_M, *c, t);
-    if (t.name == "token_embd.weight") EXPECT_EQ(type, GgmlType::kQ6_K);  // tied: it is the output matrix
+    if (t.name == "token_embd.weight") {
+      EXPECT_EQ(type, GgmlType::kQ6_K);  // tied: it is the output matrix
+    }
     if (t.name.ends_with("attn_v.weight") && type == GgmlType::kQ6_K) ++q6_v;
     if (t.name.ends_with("ffn_down.weight") && type == GgmlType::kQ6_K) ++q6_down;
     if (type == GgmlType::kQ4_K) ++q4;
@@ -63,11 +65,21 @@ TEST(QuantMix, Q4KMOnUntiedLlama3_8B) {
   const auto plan = PlanTensors(*c);
   for (const PlannedTensor& t : plan) {
     const GgmlType type = TypeOf(FileType::kQ4_K_M, *c, t);
-    if (t.name == "token_embd.weight") EXPECT_EQ(type, GgmlType::kQ4_K);
-    if (t.name == "output.weight") EXPECT_EQ(type, GgmlType::kQ6_K);
-    if (t.name == "blk.6.attn_v.weight") EXPECT_EQ(type, GgmlType::kQ6_K);
-    if (t.name == "blk.7.attn_v.weight") EXPECT_EQ(type, GgmlType::kQ4_K);
-    if (t.name == "blk.7.attn_output.weight") EXPECT_EQ(type, GgmlType::kQ4_K);
+    if (t.name == "token_embd.weight") {
+      EXPECT_EQ(type, GgmlType::kQ4_K);
+    }
+    if (t.name == "output.weight") {
+      EXPECT_EQ(type, GgmlType::kQ6_K);
+    }
+    if (t.name == "blk.6.attn_v.weight") {
+      EXPECT_EQ(type, GgmlType::kQ6_K);
+    }
+    if (t.name == "blk.7.attn_v.weight") {
+      EXPECT_EQ(type, GgmlType::kQ4_K);
+    }
+    if (t.name == "blk.7.attn_output.weight") {
+      EXPECT_EQ(type, GgmlType::kQ4_K);
+    }
   }
   EXPECT_EQ(plan.back().name, "output.weight");
 }
@@ -79,10 +91,18 @@ TEST(QuantMix, RowLengthFallbacks) {
   ASSERT_TRUE(c.ok());
   for (const PlannedTensor& t : PlanTensors(*c)) {
     const GgmlType type = TypeOf(FileType::kQ4_K_M, *c, t);
-    if (t.name == "token_embd.weight") EXPECT_EQ(type, GgmlType::kQ8_0);
-    if (t.name == "blk.3.attn_q.weight") EXPECT_EQ(type, GgmlType::kQ8_0);
-    if (t.name == "blk.3.ffn_down.weight") EXPECT_EQ(type, GgmlType::kQ4_K);  // rows of 4864 = 19 x 256
-    if (t.name == "blk.0.ffn_down.weight") EXPECT_EQ(type, GgmlType::kQ6_K);
+    if (t.name == "token_embd.weight") {
+      EXPECT_EQ(type, GgmlType::kQ8_0);
+    }
+    if (t.name == "blk.3.attn_q.weight") {
+      EXPECT_EQ(type, GgmlType::kQ8_0);
+    }
+    if (t.name == "blk.3.ffn_down.weight") {
+      EXPECT_EQ(type, GgmlType::kQ4_K);  // rows of 4864 = 19 x 256
+    }
+    if (t.name == "blk.0.ffn_down.weight") {
+      EXPECT_EQ(type, GgmlType::kQ6_K);
+    }
   }
   EXPECT_EQ(FallbackForRow(GgmlType::kQ8_0, 48), GgmlType::kF16);
   EXPECT_EQ(FallbackForRow(GgmlType::kQ6_K, 96), GgmlType::kQ8_0);

@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <memory>
 
+#include <fmt/ranges.h>
 #include "core/mapped_file.h"
 #include "core/timer.h"
-#include <fmt/ranges.h>
 #include "engine/weight_source.h"  // OpenWeightSource
 #include "quant/codec.h"           // CanDequantize, DequantizeRow
 #include "tokenizer/loader.h"      // LoadTokenizerSpec
@@ -42,14 +42,15 @@ GgufWriter::Producer WithProgress(const TensorProgress& progress, size_t i, size
 
 // Adds `t` converted to the type the file type's rule gives it. `source_row` maps an output row to
 // the input row it comes from (the llama q/k permutation); identity when null.
-Status AddConverted(GgufWriter& w, cpu::ThreadPool& pool, FileType ft, const Tensor& t, int64_t n_layer, bool tied,
-                    std::function<int64_t(int64_t)> source_row, const TensorProgress& progress, size_t index,
-                    size_t count, ConvertReport& report) {
+Status AddConverted(GgufWriter& w, cpu::ThreadPool& pool, FileType ft, const Tensor& t, int64_t n_layer,
+                    bool tied, std::function<int64_t(int64_t)> source_row, const TensorProgress& progress,
+                    size_t index, size_t count, ConvertReport& report) {
   const int64_t cols = static_cast<int64_t>(t.shape[0]);
   const int64_t rows = static_cast<int64_t>(Elements(t.shape) / t.shape[0]);
   const TensorDesc desc{t.name, static_cast<int>(t.shape.size()), cols, n_layer, tied};
   GgmlType target = TensorTypeFor(ft, desc);
-  if (!IsQuantizable(desc) && (t.shape.size() > 1 || !CanDequantize(t.type))) target = t.type;  // copied as is
+  if (!IsQuantizable(desc) && (t.shape.size() > 1 || !CanDequantize(t.type)))
+    target = t.type;  // copied as is
   report.parameters += Elements(t.shape);
   ++report.tensors;
   if (target == t.type && !source_row) {
@@ -61,7 +62,8 @@ Status AddConverted(GgufWriter& w, cpu::ThreadPool& pool, FileType ft, const Ten
       std::memcpy(out.data(), data, out.size());
       return Status::Ok();
     };
-    return w.AddTensor(t.name, t.shape, t.type, WithProgress(progress, index, count, t.name, std::move(copy)));
+    return w.AddTensor(t.name, t.shape, t.type,
+                       WithProgress(progress, index, count, t.name, std::move(copy)));
   }
   if (!CanDequantize(t.type)) {
     return Unsupported("tensor '{}' is {}, which fak cannot convert to {} (it reads {})", t.name,
@@ -91,7 +93,8 @@ Status AddConverted(GgufWriter& w, cpu::ThreadPool& pool, FileType ft, const Ten
                      WithProgress(progress, index, count, t.name, RowProducer(pool, target, rows, cols, fn)));
 }
 
-Status GgufToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, cpu::ThreadPool& pool, ConvertReport& report) {
+Status GgufToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, cpu::ThreadPool& pool,
+                  ConvertReport& report) {
   FAK_ASSIGN_OR_RETURN(GgufFile in, GgufFile::Open(o.input));
   GgufWriter w(in.alignment());
   for (const auto& [k, v] : in.metadata()) {
@@ -101,7 +104,8 @@ Status GgufToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, cpu::ThreadP
   w.SetUint32("general.quantization_version", 2);
   int64_t n_layer = 0;
   for (const GgufTensorInfo& t : in.tensors()) n_layer = std::max(n_layer, LayerOf(t.name) + 1);
-  if (const GgufValue* arch = in.Find("general.architecture"); arch != nullptr && arch->AsString() != nullptr) {
+  if (const GgufValue* arch = in.Find("general.architecture");
+      arch != nullptr && arch->AsString() != nullptr) {
     if (in.Find(*arch->AsString() + ".block_count") != nullptr) {
       FAK_ASSIGN_OR_RETURN(uint64_t b, in.GetUint(*arch->AsString() + ".block_count"));
       n_layer = static_cast<int64_t>(b);
@@ -111,23 +115,24 @@ Status GgufToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, cpu::ThreadP
   const size_t n = in.tensors().size();
   for (size_t i = 0; i < n; ++i) {
     const GgufTensorInfo& t = in.tensors()[i];
-    FAK_RETURN_IF_ERROR(AddConverted(w, pool, ft.type, Tensor{t.name, t.shape, t.type, t.data, t.n_bytes}, n_layer,
-                                     tied, nullptr, o.progress, i, n, report));
+    FAK_RETURN_IF_ERROR(AddConverted(w, pool, ft.type, Tensor{t.name, t.shape, t.type, t.data, t.n_bytes},
+                                     n_layer, tied, nullptr, o.progress, i, n, report));
   }
   return w.Write(o.output);
 }
 
 bool IsPermutedForLlama(const std::string& name) {
-  return name.ends_with(".attn_q.weight") || name.ends_with(".attn_q.bias") || name.ends_with(".attn_k.weight") ||
-         name.ends_with(".attn_k.bias");
+  return name.ends_with(".attn_q.weight") || name.ends_with(".attn_q.bias") ||
+         name.ends_with(".attn_k.weight") || name.ends_with(".attn_k.bias");
 }
 
-Status HfToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, cpu::ThreadPool& pool, ConvertReport& report) {
+Status HfToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, cpu::ThreadPool& pool,
+                ConvertReport& report) {
   FAK_ASSIGN_OR_RETURN(std::unique_ptr<WeightSource> src, OpenWeightSource(o.input));
   ModelConfig c = src->config();
   if (!IsWritableArch(c.arch)) {
-    return Unsupported("{}: architecture '{}' cannot be written to GGUF by fak yet (llama, qwen2, qwen3)", o.input,
-                       c.arch);
+    return Unsupported("{}: architecture '{}' cannot be written to GGUF by fak yet (llama, qwen2, qwen3)",
+                       o.input, c.arch);
   }
   c.tied_embeddings = c.tied_embeddings || src->Find("output.weight") == nullptr;
   auto loaded = LoadTokenizerSpec(src->tokenizer_path());
@@ -145,9 +150,10 @@ Status HfToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, cpu::ThreadPoo
   std::vector<float> rope_factors;
   if (c.rope.scaling == RopeScaling::kLlama3) {
     rope_factors = Llama3RopeFactors(c);
-    FAK_RETURN_IF_ERROR(w.AddTensor(
-        "rope_freqs.weight", {rope_factors.size()}, GgmlType::kF32,
-        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(rope_factors.data()), rope_factors.size() * 4)));
+    FAK_RETURN_IF_ERROR(
+        w.AddTensor("rope_freqs.weight", {rope_factors.size()}, GgmlType::kF32,
+                    std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(rope_factors.data()),
+                                             rope_factors.size() * 4)));
   }
   const int64_t hd = c.head_dim;
   const std::vector<PlannedTensor> plan = PlanTensors(c);
@@ -156,13 +162,15 @@ Status HfToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, cpu::ThreadPoo
     const SourceTensor* st = src->Find(p.name);
     if (st == nullptr) return NotFound("{}: missing tensor '{}' for {}", o.input, p.name, c.arch);
     if (st->shape != p.shape) {
-      return Corrupt("{}: tensor '{}' ({}) has shape [{}], want [{}] in ggml order", o.input, p.name, st->source_name,
-                     fmt::join(st->shape, ", "), fmt::join(p.shape, ", "));
+      return Corrupt("{}: tensor '{}' ({}) has shape [{}], want [{}] in ggml order", o.input, p.name,
+                     st->source_name, fmt::join(st->shape, ", "), fmt::join(p.shape, ", "));
     }
     std::function<int64_t(int64_t)> perm;
-    if (c.arch == "llama" && IsPermutedForLlama(p.name)) perm = [hd](int64_t r) { return LlamaPermutedSourceRow(r, hd); };
-    FAK_RETURN_IF_ERROR(AddConverted(w, pool, ft.type, Tensor{p.name, st->shape, st->type, st->data, st->n_bytes},
-                                     c.n_layer, c.tied_embeddings, perm, o.progress, i, plan.size(), report));
+    if (c.arch == "llama" && IsPermutedForLlama(p.name))
+      perm = [hd](int64_t r) { return LlamaPermutedSourceRow(r, hd); };
+    FAK_RETURN_IF_ERROR(AddConverted(w, pool, ft.type,
+                                     Tensor{p.name, st->shape, st->type, st->data, st->n_bytes}, c.n_layer,
+                                     c.tied_embeddings, perm, o.progress, i, plan.size(), report));
   }
   return w.Write(o.output);
 }

@@ -70,11 +70,19 @@ std::vector<HfTensor> WriteTinyCheckpoint(const fs::path& dir, const std::string
   const int64_t d = 64, ffn = 128, n_head = 4, n_kv = 2, hd = 16, vocab = qwen2 ? 32000 : 320, layers = 2;
   nlohmann::json config = {{"architectures", {qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
                            {"model_type", model_type},
-                           {"hidden_size", d}, {"intermediate_size", ffn}, {"num_hidden_layers", layers},
-                           {"num_attention_heads", n_head}, {"num_key_value_heads", n_kv},
-                           {"vocab_size", vocab}, {"max_position_embeddings", 512}, {"rms_norm_eps", 1e-5},
-                           {"rope_theta", 10000.0}, {"tie_word_embeddings", false}, {"torch_dtype", "float32"},
-                           {"bos_token_id", 256}, {"eos_token_id", 256}};
+                           {"hidden_size", d},
+                           {"intermediate_size", ffn},
+                           {"num_hidden_layers", layers},
+                           {"num_attention_heads", n_head},
+                           {"num_key_value_heads", n_kv},
+                           {"vocab_size", vocab},
+                           {"max_position_embeddings", 512},
+                           {"rms_norm_eps", 1e-5},
+                           {"rope_theta", 10000.0},
+                           {"tie_word_embeddings", false},
+                           {"torch_dtype", "float32"},
+                           {"bos_token_id", 256},
+                           {"eos_token_id", 256}};
   std::ofstream(dir / "config.json") << config.dump();
   if (qwen2) {
     fs::copy("../shared/fixtures/tokenizers/llama2/tokenizer.model", dir / "tokenizer.model");
@@ -130,7 +138,8 @@ std::vector<HfTensor> WriteTinyCheckpoint(const fs::path& dir, const std::string
   out.write(reinterpret_cast<const char*>(&hn), 8);
   out.write(h.data(), static_cast<std::streamsize>(h.size()));
   for (const HfTensor& t : ts) {
-    out.write(reinterpret_cast<const char*>(t.values.data()), static_cast<std::streamsize>(t.values.size() * 4));
+    out.write(reinterpret_cast<const char*>(t.values.data()),
+              static_cast<std::streamsize>(t.values.size() * 4));
   }
   return ts;
 }
@@ -271,7 +280,8 @@ TEST_F(QuantizeTest, GgufF16ToQ8_0EqualsRowWiseRequantization) {
     for (int64_t i = 0; i < rows; ++i) {
       ASSERT_TRUE(DequantizeRow(t.type, t.data + i * (t.n_bytes / rows), row.data(), cols).ok());
       ASSERT_TRUE(QuantizeRow(want, row.data(), bytes.data(), cols).ok());
-      ASSERT_EQ(0, std::memcmp(bytes.data(), q->data + i * bytes.size(), bytes.size())) << t.name << " row " << i;
+      ASSERT_EQ(0, std::memcmp(bytes.data(), q->data + i * bytes.size(), bytes.size()))
+          << t.name << " row " << i;
     }
   }
   // Same type again: tensors are copied byte for byte.
@@ -294,7 +304,8 @@ TEST_F(QuantizeTest, BadInputFailsClearlyAndWritesNothing) {
   fs::copy(hf / "config.json", broken / "config.json");
   fs::copy(hf / "tokenizer.json", broken / "tokenizer.json");
   {  // a checkpoint without the layers
-    const std::string h = R"({"model.embed_tokens.weight":{"dtype":"F32","shape":[320,64],"data_offsets":[0,81920]}})";
+    const std::string h =
+        R"({"model.embed_tokens.weight":{"dtype":"F32","shape":[320,64],"data_offsets":[0,81920]}})";
     std::string hp = h;
     while (hp.size() % 8 != 0) hp.push_back(' ');
     std::ofstream out(broken / "model.safetensors", std::ios::binary);

@@ -31,11 +31,13 @@ ValueScale SynthValueScale(TensorKind kind) {
 Result<ConvertReport> Synthesize(const SynthOptions& o) {
   Timer timer;
   const SynthGeometry* g = FindGeometry(o.geometry);
-  if (g == nullptr) return InvalidArgument("unknown geometry '{}' (want one of {})", o.geometry, GeometryNames());
+  if (g == nullptr)
+    return InvalidArgument("unknown geometry '{}' (want one of {})", o.geometry, GeometryNames());
   FAK_ASSIGN_OR_RETURN(const FileTypeInfo ft, FileTypeFromName(o.type));
   FAK_ASSIGN_OR_RETURN(const ModelConfig config, ConfigForGeometry(*g, o.arch, kSynthVocab));
   FAK_RETURN_IF_ERROR(CheckOutputPath(o.output));
-  if (o.tokenizer.empty()) return InvalidArgument("no tokenizer given (a Qwen2 tokenizer.json or its folder)");
+  if (o.tokenizer.empty())
+    return InvalidArgument("no tokenizer given (a Qwen2 tokenizer.json or its folder)");
   auto loaded = LoadTokenizerSpec(o.tokenizer);
   if (!loaded.ok()) return loaded.status().WithContext("loading the tokenizer");
   TokenizerSpec spec = std::move(loaded).value();
@@ -60,12 +62,14 @@ Result<ConvertReport> Synthesize(const SynthOptions& o) {
     const PlannedTensor& t = plan[i];
     const int64_t cols = static_cast<int64_t>(t.shape[0]);
     const int64_t rows = t.shape.size() > 1 ? static_cast<int64_t>(t.shape[1]) : 1;
-    const TensorDesc desc{t.name, static_cast<int>(t.shape.size()), cols, config.n_layer, config.tied_embeddings};
+    const TensorDesc desc{t.name, static_cast<int>(t.shape.size()), cols, config.n_layer,
+                          config.tied_embeddings};
     const GgmlType type = TensorTypeFor(ft.type, desc);
     const ValueScale scale = SynthValueScale(t.kind);
     const uint64_t key = TensorKey(o.seed, t.name);
     GgufWriter::Producer rows_producer = RowProducer(pool, type, rows, cols, [=](int64_t r, float* dst) {
-      FillRandomRow(key, static_cast<uint64_t>(r) * static_cast<uint64_t>(cols), scale.mean, scale.stddev, dst, cols);
+      FillRandomRow(key, static_cast<uint64_t>(r) * static_cast<uint64_t>(cols), scale.mean, scale.stddev,
+                    dst, cols);
       return Status::Ok();
     });
     GgufWriter::Producer producer = rows_producer;

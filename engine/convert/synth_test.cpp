@@ -22,9 +22,8 @@ const char* kTokenizer = "../shared/fixtures/tokenizers/qwen3";
 class SynthTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("fak_synth_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("fak_synth_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -112,15 +111,14 @@ TEST_P(SynthTypes, WritesALoadableModel) {
   ExpectWorkingModel(Path(out));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllTypes, SynthTypes,
-    ::testing::Values(TypeCase{"f16", 1, GgmlType::kF16, GgmlType::kF16},
-                      TypeCase{"bf16", 32, GgmlType::kBF16, GgmlType::kBF16},
-                      TypeCase{"q8_0", 7, GgmlType::kQ8_0, GgmlType::kQ8_0},
-                      TypeCase{"q4_k_m", 15, GgmlType::kQ6_K, GgmlType::kQ4_K},
-                      TypeCase{"q4_k", 14, GgmlType::kQ4_K, GgmlType::kQ4_K},
-                      TypeCase{"q6_k", 18, GgmlType::kQ6_K, GgmlType::kQ6_K}),
-    [](const auto& info) { return std::string(info.param.type); });
+INSTANTIATE_TEST_SUITE_P(AllTypes, SynthTypes,
+                         ::testing::Values(TypeCase{"f16", 1, GgmlType::kF16, GgmlType::kF16},
+                                           TypeCase{"bf16", 32, GgmlType::kBF16, GgmlType::kBF16},
+                                           TypeCase{"q8_0", 7, GgmlType::kQ8_0, GgmlType::kQ8_0},
+                                           TypeCase{"q4_k_m", 15, GgmlType::kQ6_K, GgmlType::kQ4_K},
+                                           TypeCase{"q4_k", 14, GgmlType::kQ4_K, GgmlType::kQ4_K},
+                                           TypeCase{"q6_k", 18, GgmlType::kQ6_K, GgmlType::kQ6_K}),
+                         [](const auto& info) { return std::string(info.param.type); });
 
 // The Q4_K_M rule of an untied model is covered by quant_mix_test (Q4_K quantization of a 151,936 x 256
 // embedding is slow); here the llama arch is written at q8_0 and run.
@@ -155,7 +153,8 @@ TEST_F(SynthTest, TokenizerRoundTripsThroughTheFile) {
   ASSERT_TRUE(from_json.ok());
   EncodeOptions eo;
   eo.parse_special = true;
-  for (const char* text : {"Hello, world!", "<|im_start|>user\n你好 3.14 don't<|im_end|>", "  \n\t spaces  "}) {
+  for (const char* text :
+       {"Hello, world!", "<|im_start|>user\n你好 3.14 don't<|im_end|>", "  \n\t spaces  "}) {
     auto a = from_file->Encode(text, eo);
     auto b = from_json->Encode(text, eo);
     ASSERT_TRUE(a.ok() && b.ok());
