@@ -27,15 +27,16 @@ void PackGroupQ8_0(const BlockQ8_0* const rows[kPackRows], int valid, int64_t nb
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* quants = out + PackedQ8_0QuantOffset(b);      // (8, 16, 4) u8
     uint8_t* scales = out + PackedQ8_0ScaleOffset(nb, b);  // (16) f16
+    // A dword at a time: MatMul also packs GGUF rows on the fly for prefill.
     for (int r = 0; r < kPackRows; ++r) {
       const BlockQ8_0* blk = r < valid ? &rows[r][b] : nullptr;
-      uint16_t d = blk != nullptr ? blk->d : 0;
+      const uint16_t d = blk != nullptr ? blk->d : 0;
       std::memcpy(scales + 2 * r, &d, 2);
       for (int k = 0; k < 8; ++k) {
-        for (int j = 0; j < 4; ++j) {
-          const int8_t q = blk != nullptr ? blk->qs[4 * k + j] : 0;
-          quants[k * 64 + r * 4 + j] = static_cast<uint8_t>(static_cast<uint8_t>(q) ^ 0x80);
-        }
+        uint32_t q = 0;
+        if (blk != nullptr) std::memcpy(&q, blk->qs + 4 * k, 4);
+        q ^= 0x80808080u;  // q + 128 in every byte
+        std::memcpy(quants + k * 64 + r * 4, &q, 4);
       }
     }
   }

@@ -169,11 +169,16 @@ TEST(Packed, MatMulOpMatchesPlainLayout) {
     auto packed = MakePackedQuantMatrix(type, wp.data(), rows, cols);
     ASSERT_TRUE(packed.ok());
     EXPECT_TRUE(packed->packed);
-    for (int64_t n_tokens : {1, 11}) {
+    // 1: decode; 11: packed tiles; 37: GGUF rows packed on the fly, checked against the scalar table.
+    for (int64_t n_tokens : {1, 11, 37}) {
       std::vector<float> x(n_tokens * cols);
       for (auto& v : x) v = g(rng);
       std::vector<float> y_plain(n_tokens * rows), y1(n_tokens * rows), y2(n_tokens * rows);
-      ASSERT_TRUE(MatMul(*plain, x.data(), n_tokens, y_plain.data(), pool1).ok());
+      std::vector<float> y_ref(n_tokens * rows);
+      ASSERT_TRUE(MatMul(*plain, x.data(), n_tokens, y_ref.data(), pool1, KernelsFor(Isa::kScalar)).ok());
+      ASSERT_TRUE(MatMul(*plain, x.data(), n_tokens, y_plain.data(), pool2).ok());
+      EXPECT_EQ(std::memcmp(y_ref.data(), y_plain.data(), y1.size() * 4), 0)
+          << GgmlTypeName(type) << " " << n_tokens;
       ASSERT_TRUE(MatMul(*packed, x.data(), n_tokens, y1.data(), pool1).ok());
       ASSERT_TRUE(MatMul(*packed, x.data(), n_tokens, y2.data(), pool2).ok());
       EXPECT_EQ(std::memcmp(y_plain.data(), y1.data(), y1.size() * 4), 0)
