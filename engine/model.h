@@ -41,14 +41,16 @@ struct Model {
   bool rope_neox = true;
   std::vector<float> rope_inv_freq;  // (rotary_dim / 2): theta^(-2i/d) with the config's scaling
   double rope_attn_factor = 1.0;     // YaRN scales cos/sin by this
-  Weight token_embd;                 // (vocab, d_model)
+  Weight token_embd;                 // (vocab, d_model), GGUF rows, for lookups
+  GgmlType embd_as = GgmlType::kF32; // lookups round-trip through this type (see ops::EmbeddingRow)
   Weight output_norm;                // (d_model) f32
   Weight output;                     // (vocab, d_model); token_embd when tied
   std::vector<LayerWeights> layers;
 
   std::unique_ptr<WeightSource> source;  // keeps mappings alive for in-place weights
   WeightArena arena;
-  uint64_t weight_bytes = 0;  // bytes of all weights as loaded
+  uint64_t weight_bytes = 0;       // bytes of all weights as loaded
+  uint64_t lookup_only_bytes = 0;  // of those, a table only read a row at a time (untied embeddings)
   double load_seconds = 0;
 
   Model() = default;

@@ -146,12 +146,26 @@ Result<Weight> WeightLoader::Matrix(const std::string& name, int64_t rows, int64
   return MatrixImpl(name, rows, cols, what, embedding, /*pack=*/!embedding);
 }
 
-Result<Weight> WeightLoader::TiedOutput(const std::string& name, int64_t rows, int64_t cols, const char* what) {
+Result<WeightLoader::Tied> WeightLoader::TiedEmbedding(const std::string& name, int64_t rows, int64_t cols,
+                                                       const char* what) {
   FAK_ASSIGN_OR_RETURN(const SourceTensor* t,
                        Get(name, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)}, what));
   const GgmlType target = TargetType(t->type, cols, /*embedding=*/true);
-  if (!ShouldPack(target, cols)) return Weight{};  // the embedding itself serves
-  return MatrixImpl(name, rows, cols, what, /*embedding=*/true, /*pack=*/true);
+  Tied tied;
+  if (!ShouldPack(target, cols)) {
+    FAK_ASSIGN_OR_RETURN(tied.lookup, MatrixImpl(name, rows, cols, what, /*embedding=*/true, /*pack=*/false));
+    tied.lookup_as = tied.lookup.type;
+    tied.output = tied.lookup;
+    return tied;
+  }
+  FAK_ASSIGN_OR_RETURN(tied.output, MatrixImpl(name, rows, cols, what, /*embedding=*/true, /*pack=*/true));
+  tied.lookup.type = t->type;
+  tied.lookup.rows = rows;
+  tied.lookup.cols = cols;
+  tied.lookup.row_bytes = static_cast<size_t>(*GgmlRowBytes(t->type, static_cast<uint64_t>(cols)));
+  tied.lookup.data = t->data;  // in the source mapping; only the rows looked up are ever read again
+  tied.lookup_as = target;
+  return tied;
 }
 
 Result<Weight> WeightLoader::MatrixImpl(const std::string& name, int64_t rows, int64_t cols, const char* what,

@@ -34,8 +34,15 @@ class WeightLoader {
   // faster; `embedding` matrices keep GGUF rows so single rows can be looked up.
   Result<Weight> Matrix(const std::string& name, int64_t rows, int64_t cols, const char* what,
                         bool embedding = false);
-  // The embedding matrix again, for use as the (tied) output projection: packed when that is faster.
-  Result<Weight> TiedOutput(const std::string& name, int64_t rows, int64_t cols, const char* what);
+  // A tied embedding, bound once for two uses. When the kernels prefer the packed layout, the output
+  // projection is packed into the arena and lookups read the source's own rows in place (no second
+  // copy in memory); `lookup_as` is then the arena copy's type, which lookups reproduce exactly.
+  struct Tied {
+    Weight lookup;
+    GgmlType lookup_as = GgmlType::kF32;
+    Weight output;
+  };
+  Result<Tied> TiedEmbedding(const std::string& name, int64_t rows, int64_t cols, const char* what);
   // An f32 vector of n elements.
   Result<Weight> Vector(const std::string& name, int64_t n, const char* what);
   // As Vector, or an empty Weight when the source lacks it.

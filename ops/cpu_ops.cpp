@@ -72,12 +72,19 @@ void SiluMul(float* g, const float* u, int64_t n) {
   for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
 }
 
-Status EmbeddingRow(const Weight& table, int64_t id, float* out) {
+Status EmbeddingRow(const Weight& table, int64_t id, float* out, GgmlType as_type) {
   if (table.packed) return Internal("embedding lookup from a packed matrix");
   if (id < 0 || id >= table.rows) {
     return OutOfRange("token id {} is outside the vocabulary (0..{})", id, table.rows - 1);
   }
-  return DequantizeRow(table.type, table.row(id), out, table.cols);
+  FAK_RETURN_IF_ERROR(DequantizeRow(table.type, table.row(id), out, table.cols));
+  if (as_type == table.type || as_type == GgmlType::kF32) return Status::Ok();
+  auto bytes = GgmlRowBytes(as_type, static_cast<uint64_t>(table.cols));
+  if (!bytes) return Internal("embedding rows of {} do not fit {}", table.cols, GgmlTypeName(as_type));
+  thread_local std::vector<uint8_t> row;
+  row.resize(static_cast<size_t>(*bytes));
+  FAK_RETURN_IF_ERROR(QuantizeRow(as_type, out, row.data(), table.cols));
+  return DequantizeRow(as_type, row.data(), out, table.cols);
 }
 
 Status MatMul(const Weight& w, const float* x, int64_t n_tokens, float* y, cpu::ThreadPool& pool) {

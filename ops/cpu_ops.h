@@ -21,8 +21,10 @@ void Rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t 
           bool neox, float attn_factor);
 // g = silu(g) * u.
 void SiluMul(float* g, const float* u, int64_t n);
-// out = row `id` of an embedding matrix in any supported type, as f32.
-Status EmbeddingRow(const Weight& table, int64_t id, float* out);
+// out = row `id` of an embedding matrix in any supported type, as f32. With `as_type` other than the
+// table's own, the row is quantized to as_type and back first: a lookup in a higher-precision copy
+// (the source file) then gives exactly the values of a table converted to as_type.
+Status EmbeddingRow(const Weight& table, int64_t id, float* out, GgmlType as_type);
 
 // y (n_tokens, w.rows) = x (n_tokens, w.cols) . w^T, split across the pool by rows of w.
 Status MatMul(const Weight& w, const float* x, int64_t n_tokens, float* y, cpu::ThreadPool& pool);

@@ -121,10 +121,10 @@ TEST(Ops, EmbeddingRowChecksTheId) {
   std::vector<float> table = {1, 2, 3, 4, 5, 6};
   Weight w{GgmlType::kF32, 3, 2, 8, reinterpret_cast<const uint8_t*>(table.data())};
   float out[2];
-  ASSERT_TRUE(ops::EmbeddingRow(w, 2, out).ok());
+  ASSERT_TRUE(ops::EmbeddingRow(w, 2, out, GgmlType::kF32).ok());
   EXPECT_EQ(out[0], 5.0f);
-  EXPECT_EQ(ops::EmbeddingRow(w, 3, out).code(), StatusCode::kOutOfRange);
-  EXPECT_EQ(ops::EmbeddingRow(w, -1, out).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(ops::EmbeddingRow(w, 3, out, GgmlType::kF32).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(ops::EmbeddingRow(w, -1, out, GgmlType::kF32).code(), StatusCode::kOutOfRange);
 }
 
 }  // namespace

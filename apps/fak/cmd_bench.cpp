@@ -130,13 +130,8 @@ void RegisterBench(CLI::App& app, Context& ctx) {
       ctx.exit_code = Fail(session.status().ToString());
       return;
     }
-    // Bytes a decode step streams: every weight except the embedding table when a separate output
-    // copy exists (lookups read one row of it).
-    uint64_t step_bytes = m.weight_bytes;
-    if (m.output.data != m.token_embd.data) {
-      step_bytes -= static_cast<uint64_t>(m.token_embd.rows) * m.token_embd.row_bytes;
-      if (m.layers.empty()) step_bytes = m.weight_bytes;
-    }
+    // Bytes a decode step streams: every weight but a table only read a row at a time.
+    const uint64_t step_bytes = m.weight_bytes - m.lookup_only_bytes;
     nlohmann::json results = nlohmann::json::array();
     for (const auto& [kind, n] : tests) {
       std::vector<double> samples;

@@ -13,15 +13,18 @@ namespace {
 Status BindLlama(Model& m, WeightLoader& ld) {
   const ModelConfig& c = m.config;
   const int64_t d = c.d_model, hd = c.head_dim, q_dim = c.n_head * hd, kv_dim = c.n_kv_head * hd;
-  FAK_ASSIGN_OR_RETURN(m.token_embd, ld.Matrix("token_embd.weight", c.vocab_size, d, "vocab x d_model", true));
   FAK_ASSIGN_OR_RETURN(m.output_norm, ld.Vector("output_norm.weight", d, "d_model"));
   if (ld.Has("output.weight")) {
-    FAK_ASSIGN_OR_RETURN(m.output, ld.Matrix("output.weight", c.vocab_size, d, "vocab x d_model", true));
+    FAK_ASSIGN_OR_RETURN(m.token_embd, ld.Matrix("token_embd.weight", c.vocab_size, d, "vocab x d_model", true));
+    m.embd_as = m.token_embd.type;
+    m.lookup_only_bytes = static_cast<uint64_t>(m.token_embd.rows) * m.token_embd.row_bytes;
+    FAK_ASSIGN_OR_RETURN(m.output, ld.Matrix("output.weight", c.vocab_size, d, "vocab x d_model"));
   } else {
-    // Tied embeddings: the lookup table keeps GGUF rows; the output projection gets a packed copy when
-    // the kernels read that faster.
-    FAK_ASSIGN_OR_RETURN(m.output, ld.TiedOutput("token_embd.weight", c.vocab_size, d, "vocab x d_model"));
-    if (!m.output.present()) m.output = m.token_embd;
+    FAK_ASSIGN_OR_RETURN(auto tied, ld.TiedEmbedding("token_embd.weight", c.vocab_size, d, "vocab x d_model"));
+    m.token_embd = tied.lookup;
+    m.embd_as = tied.lookup_as;
+    m.output = tied.output;
+    m.lookup_only_bytes = 0;
   }
   m.layers.resize(static_cast<size_t>(c.n_layer));
   for (int64_t i = 0; i < c.n_layer; ++i) {
@@ -79,7 +82,7 @@ Status ForwardLlama(const Model& m, KvSequence& kv, const ForwardRequest& req, F
   Grow(s.up, T * c.d_ffn);
   Grow(s.scores, static_cast<size_t>(pool.size()) * static_cast<size_t>(pos0 + T));
 
-  for (int64_t t = 0; t < T; ++t) FAK_RETURN_IF_ERROR(ops::EmbeddingRow(m.token_embd, req.tokens[t], &s.x[t * d]));
+  for (int64_t t = 0; t < T; ++t) FAK_RETURN_IF_ERROR(ops::EmbeddingRow(m.token_embd, req.tokens[t], &s.x[t * d], m.embd_as));
 
   const ops::AttendHeadFn attend = ops::AttendHead();
   KvPagePool& kvp = kv.pool();
