@@ -5,7 +5,7 @@ namespace fak {
 KvPagePool::KvPagePool(KvGeometry geometry, int64_t max_pages)
     : g_(geometry),
       max_pages_(max_pages),
-      page_elems_(static_cast<size_t>(2 * g_.n_layer * g_.n_kv_head * g_.page_tokens * g_.head_dim)) {}
+      page_elems_(static_cast<size_t>(2 * g_.n_layer * g_.n_kv_head * g_.page_tokens * g_.head_dim * g_.units())) {}
 
 Result<int32_t> KvPagePool::Allocate() {
   int32_t id;
@@ -30,7 +30,7 @@ void KvPagePool::Release(int32_t page) {
 }
 
 uint16_t* KvPagePool::Block(int32_t page, int64_t layer, int64_t kv_head, int kv) {
-  const size_t block = static_cast<size_t>(g_.page_tokens * g_.head_dim);
+  const size_t block = static_cast<size_t>(g_.page_tokens * g_.head_dim * g_.units());
   const size_t index = static_cast<size_t>((layer * g_.n_kv_head + kv_head) * 2 + kv);
   return pages_[static_cast<size_t>(page)].data() + index * block;
 }
@@ -61,13 +61,14 @@ void KvSequence::Truncate(int64_t n) {
 
 uint16_t* KvSequence::Key(int64_t pos, int64_t layer, int64_t kv_head) {
   const int64_t pt = pool_->geometry().page_tokens;
-  return pool_->Keys(pages_[static_cast<size_t>(pos / pt)], layer, kv_head) + (pos % pt) * pool_->geometry().head_dim;
+  return pool_->Keys(pages_[static_cast<size_t>(pos / pt)], layer, kv_head) +
+         (pos % pt) * pool_->geometry().head_dim * pool_->geometry().units();
 }
 
 uint16_t* KvSequence::Value(int64_t pos, int64_t layer, int64_t kv_head) {
   const int64_t pt = pool_->geometry().page_tokens;
   return pool_->Values(pages_[static_cast<size_t>(pos / pt)], layer, kv_head) +
-         (pos % pt) * pool_->geometry().head_dim;
+         (pos % pt) * pool_->geometry().head_dim * pool_->geometry().units();
 }
 
 }  // namespace fak

@@ -1,4 +1,4 @@
-// KV cache in fixed-size f16 pages. A page holds `page_tokens` positions of every layer's keys and
+// KV cache in fixed-size pages of f16 (default) or f32 (for exact comparisons with f32 references). A page holds `page_tokens` positions of every layer's keys and
 // values; a sequence is a list of page ids. Pages are reference-counted so sequences that share a
 // prefix can share its full pages (the radix prefix cache builds on this).
 #pragma once
@@ -15,6 +15,9 @@ struct KvGeometry {
   int64_t n_kv_head = 0;
   int64_t head_dim = 0;
   int64_t page_tokens = 16;
+  bool f32 = false;  // keys and values in f32 instead of f16
+  // uint16_t units per stored value.
+  int64_t units() const { return f32 ? 2 : 1; }
 };
 
 class KvPagePool {
@@ -33,7 +36,8 @@ class KvPagePool {
   void Release(int32_t page);
   int32_t refs(int32_t page) const { return refs_[static_cast<size_t>(page)]; }
 
-  // (page_tokens, head_dim) f16 keys / values of one layer and kv head within a page.
+  // (page_tokens, head_dim) keys / values of one layer and kv head within a page: f16, or f32 stored
+  // in pairs of uint16_t when geometry().f32.
   uint16_t* Keys(int32_t page, int64_t layer, int64_t kv_head);
   uint16_t* Values(int32_t page, int64_t layer, int64_t kv_head);
 
@@ -43,7 +47,7 @@ class KvPagePool {
   KvGeometry g_;
   int64_t max_pages_;
   int64_t allocated_ = 0;  // pages handed out at least once (storage grows on demand)
-  size_t page_elems_;      // f16 elements per page: 2 * n_layer * n_kv_head * page_tokens * head_dim
+  size_t page_elems_;      // uint16_t units per page: 2 * n_layer * n_kv_head * page_tokens * head_dim * units
   std::vector<std::vector<uint16_t>> pages_;
   std::vector<int32_t> refs_;
   std::vector<int32_t> free_;

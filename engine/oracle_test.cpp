@@ -27,6 +27,7 @@ double Cosine(const float* a, const float* b, size_t n) {
 struct Case {
   const char* name;
   WeightQuant quant;
+  bool kv_f32 = false;
 };
 
 class HfOracle : public ::testing::TestWithParam<Case> {};
@@ -48,7 +49,7 @@ TEST_P(HfOracle, MatchesTransformers) {
     ASSERT_TRUE(DequantizeRow(m.token_embd.type, m.token_embd.row(static_cast<int64_t>(r)), &emb[r * d], d).ok());
   }
   cpu::ThreadPool pool(2);
-  auto session = Session::Create(m, pool);
+  auto session = Session::Create(m, pool, SessionOptions{.kv_f32 = c.kv_f32});
   ASSERT_TRUE(session.ok());
   double worst = 1.0;
   for (const auto& p : oracle["prompts"]) {
@@ -94,9 +95,12 @@ TEST_P(HfOracle, MatchesTransformers) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfOracle,
                          ::testing::Values(Case{"llama3-tiny", WeightQuant::kKeep}, Case{"llama3-tiny", WeightQuant::kF32},
                                            Case{"qwen2-tiny", WeightQuant::kKeep}, Case{"qwen2-tiny", WeightQuant::kF32},
-                                           Case{"qwen3-tiny", WeightQuant::kKeep}, Case{"qwen3-tiny", WeightQuant::kF32}),
+                                           Case{"qwen3-tiny", WeightQuant::kKeep}, Case{"qwen3-tiny", WeightQuant::kF32},
+                                           Case{"llama3-tiny", WeightQuant::kF32, true},
+                                           Case{"qwen2-tiny", WeightQuant::kKeep, true}),
                          [](const auto& info) {
-                           std::string n = std::string(info.param.name) + "_" + WeightQuantName(info.param.quant);
+                           std::string n = std::string(info.param.name) + "_" + WeightQuantName(info.param.quant) +
+                                           (info.param.kv_f32 ? "_kv_f32" : "");
                            for (char& ch : n) if (ch == '-') ch = '_';
                            return n;
                          });

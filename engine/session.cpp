@@ -22,7 +22,8 @@ Session::Session(const Model& model, const Architecture* arch, cpu::ThreadPool& 
       pool_(pool),
       options_(options),
       max_context_(max_context),
-      kv_pool_(KvGeometry{model.config.n_layer, model.config.n_kv_head, model.config.head_dim, options.page_tokens},
+      kv_pool_(KvGeometry{model.config.n_layer, model.config.n_kv_head, model.config.head_dim, options.page_tokens,
+                          options.kv_f32},
                (max_context + options.page_tokens - 1) / options.page_tokens),
       kv_(&kv_pool_) {}
 

@@ -19,6 +19,7 @@ struct SessionOptions {
   int64_t max_context = 4096;  // capped by the model's own context length when it declares one
   int64_t prefill_chunk = 256;
   int64_t page_tokens = 16;
+  bool kv_f32 = false;  // f32 keys and values (exact comparisons with f32 references); default f16
 };
 
 class Session {

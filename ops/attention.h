@@ -6,9 +6,10 @@
 namespace fak::ops {
 
 struct HeadKv {
-  const uint16_t* const* k_pages;  // per page: (page_tokens, head_dim) f16
+  const uint16_t* const* k_pages;  // per page: (page_tokens, head_dim) f16, or f32 when `f32`
   const uint16_t* const* v_pages;
   int64_t page_tokens;
+  bool f32 = false;
 };
 
 // out (head_dim) = softmax(q . K[0..n_ctx) * scale) . V[0..n_ctx). scores: n_ctx floats of scratch.

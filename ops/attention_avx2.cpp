@@ -20,7 +20,7 @@ inline float Sum8(__m256 v) {
 
 void AttendAvx2(const float* q, int64_t head_dim, const HeadKv& kv, int64_t n_ctx, float scale, float* scores,
                 float* out) {
-  if (head_dim % 8 != 0 || head_dim > 512) {
+  if (kv.f32 || head_dim % 8 != 0 || head_dim > 512) {
     AttendHeadPortable(q, head_dim, kv, n_ctx, scale, scores, out);
     return;
   }

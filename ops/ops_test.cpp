@@ -97,6 +97,36 @@ TEST(Ops, AttentionVariantsMatchDoubleSoftmax) {
     fn(q.data(), hd, kv, n_ctx, scale, scores.data(), out.data());
     for (int64_t d = 0; d < hd; ++d) EXPECT_NEAR(out[d], want[d], 1e-5) << d;
   }
+  // f32 pages: the same values without f16 rounding, checked against the f32 inputs directly.
+  std::vector<std::vector<float>> kf32(n_pages, std::vector<float>(page * hd)), vf32 = kf32;
+  for (int64_t j = 0; j < n_ctx; ++j) {
+    for (int64_t d = 0; d < hd; ++d) {
+      kf32[j / page][(j % page) * hd + d] = kf[j * hd + d];
+      vf32[j / page][(j % page) * hd + d] = vf[j * hd + d];
+    }
+  }
+  std::vector<const uint16_t*> k32, v32;
+  for (int64_t p = 0; p < n_pages; ++p) {
+    k32.push_back(reinterpret_cast<const uint16_t*>(kf32[p].data()));
+    v32.push_back(reinterpret_cast<const uint16_t*>(vf32[p].data()));
+  }
+  ops::HeadKv kv32{k32.data(), v32.data(), page, true};
+  std::vector<double> w32(hd, 0.0), s32(n_ctx);
+  mx = -1e300;
+  sum = 0;
+  for (int64_t j = 0; j < n_ctx; ++j) {
+    double dot = 0;
+    for (int64_t d = 0; d < hd; ++d) dot += double(q[d]) * kf[j * hd + d];
+    mx = std::max(mx, s32[j] = dot * scale);
+  }
+  for (int64_t j = 0; j < n_ctx; ++j) sum += (s32[j] = std::exp(s32[j] - mx));
+  for (int64_t j = 0; j < n_ctx; ++j) {
+    for (int64_t d = 0; d < hd; ++d) w32[d] += s32[j] / sum * vf[j * hd + d];
+  }
+  for (auto fn : fns) {
+    fn(q.data(), hd, kv32, n_ctx, scale, scores.data(), out.data());
+    for (int64_t d = 0; d < hd; ++d) EXPECT_NEAR(out[d], w32[d], 1e-5) << d;
+  }
 }
 
 TEST(Ops, F32MatMulMatchesDoubleAndIsBatchInvariant) {

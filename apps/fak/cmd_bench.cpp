@@ -125,7 +125,12 @@ void RegisterBench(CLI::App& app, Context& ctx) {
     for (int64_t n : ParseList(tg)) if (n > 0) tests.emplace_back("tg", n);
     int64_t need = 16;
     for (const auto& t : tests) need = std::max(need, t.second);
-    auto session = Session::Create(m, *loaded->pool, SessionOptions{.max_context = std::max(mf.ctx, need)});
+    auto so = SessionOptionsFor(mf, need);
+    if (!so.ok()) {
+      ctx.exit_code = Fail(so.status().ToString());
+      return;
+    }
+    auto session = Session::Create(m, *loaded->pool, *so);
     if (!session.ok()) {
       ctx.exit_code = Fail(session.status().ToString());
       return;

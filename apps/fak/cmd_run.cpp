@@ -65,7 +65,12 @@ void RegisterRun(CLI::App& app, Context& ctx) {
       ctx.exit_code = Fail(loaded.status().ToString());
       return;
     }
-    auto session = Session::Create(*loaded->model, *loaded->pool, SessionOptions{.max_context = mf.ctx});
+    auto so = SessionOptionsFor(mf);
+    if (!so.ok()) {
+      ctx.exit_code = Fail(so.status().ToString());
+      return;
+    }
+    auto session = Session::Create(*loaded->model, *loaded->pool, *so);
     if (!session.ok()) {
       ctx.exit_code = Fail(session.status().ToString());
       return;
@@ -135,7 +140,12 @@ void RegisterChat(CLI::App& app, Context& ctx) {
       ctx.exit_code = Fail(tmpl.status().ToString());
       return;
     }
-    auto session = Session::Create(*loaded->model, *loaded->pool, SessionOptions{.max_context = mf.ctx});
+    auto so = SessionOptionsFor(mf);
+    if (!so.ok()) {
+      ctx.exit_code = Fail(so.status().ToString());
+      return;
+    }
+    auto session = Session::Create(*loaded->model, *loaded->pool, *so);
     if (!session.ok()) {
       ctx.exit_code = Fail(session.status().ToString());
       return;

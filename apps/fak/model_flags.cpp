@@ -1,5 +1,7 @@
 #include "apps/fak/model_flags.h"
 
+#include <algorithm>
+
 #include "tokenizer/loader.h"
 
 namespace fak::cli {
@@ -11,6 +13,7 @@ void ModelFlags::Add(CLI::App* cmd) {
   cmd->add_option("-t,--threads", threads, "Threads (default: FAK_THREADS or all CPUs)");
   cmd->add_option("-c,--ctx", ctx, "Context length");
   cmd->add_flag("--mmap", mmap, "Use GGUF tensors in place instead of copying them into huge pages");
+  cmd->add_option("--kv-type", kv_type, "KV cache element type: f16 (default) or f32");
 }
 
 void SamplingFlags::Add(CLI::App* cmd) {
@@ -23,6 +26,14 @@ void SamplingFlags::Add(CLI::App* cmd) {
   cmd->add_option("--frequency-penalty", p.frequency_penalty, "Frequency penalty");
   cmd->add_option("--repeat-last-n", p.penalty_window, "Tokens the penalties look back over");
   cmd->add_option("--seed", p.seed, "Sampling seed");
+}
+
+Result<SessionOptions> SessionOptionsFor(const ModelFlags& f, int64_t min_context) {
+  if (f.kv_type != "f16" && f.kv_type != "f32") return InvalidArgument("unknown --kv-type '{}' (want f16 or f32)", f.kv_type);
+  SessionOptions o;
+  o.max_context = std::max(f.ctx, min_context);
+  o.kv_f32 = f.kv_type == "f32";
+  return o;
 }
 
 Result<LoadedModel> LoadForRun(const ModelFlags& f, bool need_tokenizer) {

@@ -10,6 +10,7 @@
 #include "backends/cpu/thread_pool.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
+#include "engine/session.h"
 #include "tokenizer/tokenizer.h"
 
 namespace fak::cli {
@@ -21,6 +22,7 @@ struct ModelFlags {
   int threads = 0;        // 0: FAK_THREADS or every CPU
   int64_t ctx = 4096;
   bool mmap = false;
+  std::string kv_type = "f16";  // KV cache element type: f16 or f32
 
   void Add(CLI::App* cmd);
 };
@@ -30,6 +32,9 @@ struct LoadedModel {
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<cpu::ThreadPool> pool;
 };
+
+// Session options from the flags (context, KV cache type); fails on an unknown --kv-type.
+Result<SessionOptions> SessionOptionsFor(const ModelFlags& flags, int64_t min_context = 0);
 
 // Loads model and tokenizer and checks they agree (the tokenizer may not be larger than the vocabulary).
 Result<LoadedModel> LoadForRun(const ModelFlags& flags, bool need_tokenizer = true);

@@ -2,6 +2,7 @@
 // untied output), Qwen2 (q/k/v biases) and Qwen3 (per-head q/k RMSNorm). One forward pass covers all
 // of them; which pieces run is decided by the tensors the model has.
 #include <cmath>
+#include <cstring>
 
 #include "engine/arch/arch.h"
 #include "ops/attention.h"
@@ -86,6 +87,7 @@ Status ForwardLlama(const Model& m, KvSequence& kv, const ForwardRequest& req, F
 
   const ops::AttendHeadFn attend = ops::AttendHead();
   KvPagePool& kvp = kv.pool();
+  const bool kv_f32 = kvp.geometry().f32;
   const size_t n_pages = kv.pages().size();
   std::vector<const uint16_t*> kp(static_cast<size_t>(nkv) * n_pages), vp(kp.size());
 
@@ -105,11 +107,18 @@ Status ForwardLlama(const Model& m, KvSequence& kv, const ForwardRequest& req, F
       ops::Rope(&s.q[t * q_dim], nh, hd, rot_dim, pos, m.rope_inv_freq.data(), m.rope_neox, rope_factor);
       ops::Rope(&s.k[t * kv_dim], nkv, hd, rot_dim, pos, m.rope_inv_freq.data(), m.rope_neox, rope_factor);
       for (int64_t h = 0; h < nkv; ++h) {
+        const float* ks = &s.k[t * kv_dim + h * hd];
+        const float* vs = &s.v[t * kv_dim + h * hd];
+        if (kv_f32) {
+          std::memcpy(kv.Key(pos, l, h), ks, static_cast<size_t>(hd) * 4);
+          std::memcpy(kv.Value(pos, l, h), vs, static_cast<size_t>(hd) * 4);
+          continue;
+        }
         uint16_t* kd = kv.Key(pos, l, h);
         uint16_t* vd = kv.Value(pos, l, h);
         for (int64_t i = 0; i < hd; ++i) {
-          kd[i] = ops::FloatToHalf(s.k[t * kv_dim + h * hd + i]);
-          vd[i] = ops::FloatToHalf(s.v[t * kv_dim + h * hd + i]);
+          kd[i] = ops::FloatToHalf(ks[i]);
+          vd[i] = ops::FloatToHalf(vs[i]);
         }
       }
     }
@@ -127,7 +136,7 @@ Status ForwardLlama(const Model& m, KvSequence& kv, const ForwardRequest& req, F
       float* scores = &s.scores[static_cast<size_t>(tid) * static_cast<size_t>(stride)];
       for (int64_t item = tid; item < T * nh; item += nt) {
         const int64_t t = item / nh, h = item % nh, g = h / group;
-        ops::HeadKv hk{&kp[g * n_pages], &vp[g * n_pages], page_tokens};
+        ops::HeadKv hk{&kp[g * n_pages], &vp[g * n_pages], page_tokens, kv_f32};
         attend(&s.q[t * q_dim + h * hd], hd, hk, pos0 + t + 1, scale, scores, &s.attn[t * q_dim + h * hd]);
       }
     });

@@ -34,6 +34,7 @@ def main():
     ap.add_argument("--work", default="/tmp/fak-h200")
     ap.add_argument("--gen", type=int, default=16)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--kv-type", default="f16", help="fak's KV cache type: f16 or f32")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -58,7 +59,7 @@ def main():
     report = {"schema": "fak.h200_parity.v1", "geometry": "qwen2.5-1.5b", "weights": "bf16 random, std 0.02",
               "reference": f"transformers {__import__('transformers').__version__}, torch {torch.__version__}, "
                            f"float32 on {torch.cuda.get_device_name(0)}, TF32 off, eager attention",
-              "fak": "fak run --quant keep (bf16 weights, f32 arithmetic) on the CPU", "prompts": []}
+              "fak": f"fak run (bf16 weights, f32 arithmetic, {a.kv_type} KV cache) on the CPU", "prompts": []}
     agree = 0
     for i, text in enumerate(PROMPTS):
         ids = tok(text, add_special_tokens=False)["input_ids"]
@@ -70,7 +71,7 @@ def main():
         npy = os.path.join(a.work, f"fak_p{i}.npy")
         t0 = time.time()
         r = subprocess.run([a.fak, "run", "-m", ckpt, "-p", text, "-n", str(a.gen), "--no-special", "--ignore-eos",
-                            "--print-ids", "--dump-logits", npy, "-t", str(a.threads)],
+                            "--print-ids", "--dump-logits", npy, "-t", str(a.threads), "--kv-type", a.kv_type],
                            capture_output=True, text=True)
         if r.returncode != 0:
             print(r.stderr[-2000:], file=sys.stderr)
