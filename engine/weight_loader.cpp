@@ -108,6 +108,7 @@ Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int
   const int64_t group = pack ? cpu::kPackRows : 1;
   const size_t group_out = pack ? cpu::PackedGroupBytes(format, cols) : w.row_bytes;
   std::vector<float> scratch(static_cast<size_t>(cols));
+  std::vector<uint8_t> unaligned;
   std::vector<uint8_t> rows_buf(pack ? w.row_bytes * static_cast<size_t>(group) : 0);
   constexpr size_t kReleaseEvery = size_t{16} << 20;  // give source pages back every 16 MiB read
   size_t released = 0;
@@ -121,6 +122,12 @@ Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int
     uint8_t* out = pack ? rows_buf.data() : dst + static_cast<size_t>(g0) * w.row_bytes;
     for (int64_t i = 0; i < n; ++i) {
       const uint8_t* s = t.data + static_cast<size_t>(g0 + i) * src_row;
+      // A safetensors header need not be padded, so its data can sit at any address: the codecs
+      // read 16- and 32-bit fields, so such rows are read from an aligned copy.
+      if (reinterpret_cast<uintptr_t>(s) % 4 != 0 && target != t.type) {
+        unaligned.assign(s, s + src_row);
+        s = unaligned.data();
+      }
       uint8_t* d = out + static_cast<size_t>(i) * w.row_bytes;
       if (target == t.type) {
         std::memcpy(d, s, w.row_bytes);

@@ -77,7 +77,13 @@ Status EmbeddingRow(const Weight& table, int64_t id, float* out, GgmlType as_typ
   if (id < 0 || id >= table.rows) {
     return OutOfRange("token id {} is outside the vocabulary (0..{})", id, table.rows - 1);
   }
-  FAK_RETURN_IF_ERROR(DequantizeRow(table.type, table.row(id), out, table.cols));
+  const uint8_t* src = table.row(id);
+  thread_local std::vector<uint8_t> aligned;
+  if (reinterpret_cast<uintptr_t>(src) % 4 != 0) {  // rows read in place from an unpadded safetensors file
+    aligned.assign(src, src + table.row_bytes);
+    src = aligned.data();
+  }
+  FAK_RETURN_IF_ERROR(DequantizeRow(table.type, src, out, table.cols));
   if (as_type == table.type || as_type == GgmlType::kF32) return Status::Ok();
   auto bytes = GgmlRowBytes(as_type, static_cast<uint64_t>(table.cols));
   if (!bytes) return Internal("embedding rows of {} do not fit {}", table.cols, GgmlTypeName(as_type));
