@@ -7,6 +7,8 @@
 #include <fstream>
 #include <random>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "backends/cpu/matmul.h"
@@ -100,7 +102,10 @@ std::vector<float> RunLogits(const Model& m, const std::vector<int32_t>& prompt)
 class HfLoad : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / "fak_hf_load";
+    // One folder per test process: ctest runs tests in parallel.
+    dir_ = fs::temp_directory_path() /
+           ("fak_hf_load_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     weights_ = RandomQwen2Weights(7);
     WriteHf(dir_, weights_, Qwen2Config());
   }
@@ -164,7 +169,7 @@ TEST_F(HfLoad, LeanQuantizeEqualsLoadThenQuantize) {
 }
 
 TEST_F(HfLoad, GgufOfTheSameWeightsGivesTheSameLogits) {
-  const fs::path gguf = fs::temp_directory_path() / "fak_hf_load.gguf";
+  const fs::path gguf = dir_.string() + ".gguf";
   GgufWriter w;
   w.SetString("general.architecture", "qwen2");
   w.SetUint32("qwen2.block_count", kLayers);

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -35,7 +36,7 @@ RunResult RunFak(const std::string& args) {
 }
 
 fs::path TempDir() {
-  fs::path d = fs::temp_directory_path() / "fak_cli_test";
+  fs::path d = fs::temp_directory_path() / ("fak_cli_test_" + std::to_string(getpid()));  // ctest runs tests in parallel
   fs::create_directories(d);
   return d;
 }
