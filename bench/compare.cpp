@@ -121,8 +121,16 @@ Result<CompareOutcome> RunCompare(const CompareOptions& o) {
     Progress(o, fmt::format("arm {} ({} of {}): {} prompts x ({} + {} tokens), {} threads", o.arms[i], i + 1,
                             arms.size(), o.prompts, o.ctx, o.gen, w.threads));
     Timer t;
+    const std::string load = LoadAverage();
     runs.push_back(arms[i]->Run(w));
     ArmRun& r = runs.back();
+    // Arms run one after another: the load each one saw is part of its evidence.
+    r.notes["load_average_before"] = load;
+    r.notes["load_average_after"] = LoadAverage();
+    r.notes["wall_seconds"] = t.Seconds();
+    // Engine logs name the model by its path: keep only the file name, as everywhere else.
+    r.reason = RedactModelPath(r.reason, o.model_path);
+    r.stderr_tail = RedactModelPath(r.stderr_tail, o.model_path);
     r.name = names[i];
     if (r.engine == "fak") r.version = o.fak_version;
     Progress(o, fmt::format("arm {}: {} in {:.1f} s{}", o.arms[i], r.status, t.Seconds(),
