@@ -7,6 +7,8 @@
 #include <sstream>
 #include <string>
 
+#include <unistd.h>
+
 #include "bench/compare.h"
 
 namespace fak::bench::testing {
@@ -14,7 +16,9 @@ namespace fak::bench::testing {
 inline constexpr const char* kTinyModel = "../shared/fixtures/llamacpp-tiny/tiny-llama-q8_0.gguf";
 
 inline std::filesystem::path TempRoot(const std::string& name) {
-  const auto p = std::filesystem::temp_directory_path() / ("fak_bench_test_" + name);
+  // One folder per process: ctest runs test cases in parallel, each in its own process.
+  const auto p = std::filesystem::temp_directory_path() /
+                 ("fak_bench_test_" + name + "_" + std::to_string(getpid()));
   std::filesystem::remove_all(p);
   std::filesystem::create_directories(p);
   return p;
