@@ -17,6 +17,12 @@
 namespace fak::cli {
 namespace {
 
+bool StreamToStdout(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  return true;
+}
+
 void PrintTimings(const GenerateResult& r) {
   const double pp = r.prefill_seconds > 0 ? (r.prompt_ids.size() - r.cached_prompt_tokens) / r.prefill_seconds : 0;
   const double tg = r.decode_seconds > 0 ? r.output_ids.size() / r.decode_seconds : 0;
@@ -65,12 +71,7 @@ void RegisterRun(CLI::App& app, Context& ctx) {
       ctx.exit_code = Fail(loaded.status().ToString());
       return;
     }
-    auto so = SessionOptionsFor(mf);
-    if (!so.ok()) {
-      ctx.exit_code = Fail(so.status().ToString());
-      return;
-    }
-    auto session = Session::Create(*loaded->model, *loaded->pool, *so);
+    auto session = CreateSession(mf, *loaded);
     if (!session.ok()) {
       ctx.exit_code = Fail(session.status().ToString());
       return;
@@ -89,11 +90,7 @@ void RegisterRun(CLI::App& app, Context& ctx) {
     go.stop = stop;
     go.ignore_eos = ignore_eos;
     go.collect_logits = !dump_logits.empty();
-    go.on_text = [](const std::string& t) {
-      std::fwrite(t.data(), 1, t.size(), stdout);
-      std::fflush(stdout);
-      return true;
-    };
+    go.on_text = StreamToStdout;
     auto r = GenerateFromIds(**session, *loaded->tokenizer, *ids, go);
     if (!r.ok()) {
       ctx.exit_code = Fail(r.status().ToString());
@@ -140,12 +137,7 @@ void RegisterChat(CLI::App& app, Context& ctx) {
       ctx.exit_code = Fail(tmpl.status().ToString());
       return;
     }
-    auto so = SessionOptionsFor(mf);
-    if (!so.ok()) {
-      ctx.exit_code = Fail(so.status().ToString());
-      return;
-    }
-    auto session = Session::Create(*loaded->model, *loaded->pool, *so);
+    auto session = CreateSession(mf, *loaded);
     if (!session.ok()) {
       ctx.exit_code = Fail(session.status().ToString());
       return;
@@ -172,11 +164,7 @@ void RegisterChat(CLI::App& app, Context& ctx) {
       GenerateOptions go;
       go.max_tokens = n_predict;
       go.sampling = sf.p;
-      go.on_text = [](const std::string& t) {
-        std::fwrite(t.data(), 1, t.size(), stdout);
-        std::fflush(stdout);
-        return true;
-      };
+      go.on_text = StreamToStdout;
       auto r = GenerateFromIds(**session, *loaded->tokenizer, *ids, go);
       if (!r.ok()) {
         ctx.exit_code = Fail(r.status().ToString());

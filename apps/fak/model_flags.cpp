@@ -36,6 +36,11 @@ Result<SessionOptions> SessionOptionsFor(const ModelFlags& f, int64_t min_contex
   return o;
 }
 
+Result<std::unique_ptr<Session>> CreateSession(const ModelFlags& flags, const LoadedModel& loaded) {
+  FAK_ASSIGN_OR_RETURN(SessionOptions o, SessionOptionsFor(flags));
+  return Session::Create(*loaded.model, *loaded.pool, o);
+}
+
 Result<LoadedModel> LoadForRun(const ModelFlags& f, bool need_tokenizer) {
   LoadedModel out;
   FAK_ASSIGN_OR_RETURN(WeightQuant q, WeightQuantFromName(f.quant));

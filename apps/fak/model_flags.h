@@ -39,6 +39,9 @@ Result<SessionOptions> SessionOptionsFor(const ModelFlags& flags, int64_t min_co
 // Loads model and tokenizer and checks they agree (the tokenizer may not be larger than the vocabulary).
 Result<LoadedModel> LoadForRun(const ModelFlags& flags, bool need_tokenizer = true);
 
+// A session over a loaded model with the flags' context and KV cache type.
+Result<std::unique_ptr<Session>> CreateSession(const ModelFlags& flags, const LoadedModel& loaded);
+
 struct SamplingFlags {
   SamplingParams p;
   void Add(CLI::App* cmd);
