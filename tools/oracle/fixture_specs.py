@@ -37,6 +37,7 @@ class Spec:
   init: dict
   max_shard_size: str = ""     # set: save_pretrained writes shards and model.safetensors.index.json
   classic_config: bool = True  # rewrite config.json as hub checkpoints have it (torch_dtype, rope_theta)
+  residuals: bool = True       # also store the per-layer residual stream
 
 
 SPECS = [
@@ -78,6 +79,41 @@ SPECS = [
         init=INIT,
     ),
 ]
+
+# For the block-quantized paths (Q8_0 blocks of 32, Q4_K super-blocks of 256), every matrix row must be a
+# multiple of 256 values long. Hidden 256 with the full Qwen vocabulary would make a 78 MB embedding, so
+# this model has 2,048 tokens and reads the prompt set's ids modulo 2,048 (they are not meant as text).
+QUANT = dict(
+    hidden_size=256,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=64,
+    intermediate_size=512,
+    num_hidden_layers=2,
+    vocab_size=2048,
+    tie_word_embeddings=True,
+    rms_norm_eps=1e-6,
+    bos_token_id=0,
+    eos_token_id=1,
+)
+
+# The same gains as INIT at 16x the width: matrix std scaled by sqrt(16 / 256). The embedding keeps std
+# 0.1, so a logit row (a normalised hidden state against 256-long embedding rows) has a standard
+# deviation near 1.6, a distribution a trained model's softmax resembles more than a flat one.
+QUANT_INIT = dict(matrix_std=0.05, embed_std=0.1, embed_row_log_std=0.1, norm_spread=0.1, bias_std=0.1)
+
+SPECS.append(
+    Spec(
+        name="qwen2-256",
+        description="Qwen2ForCausalLM at hidden 256 (head_dim 64, FFN 512, 2 layers, vocab 2,048, qkv bias): "
+                    "rows long enough for Q8_0 and Q4_K, for the quantized paths' top-1 and KL bounds",
+        config_class=transformers.Qwen2Config,
+        model_class=transformers.Qwen2ForCausalLM,
+        config_kwargs=dict(QUANT, max_position_embeddings=4096, rope_theta=1000000.0),
+        seed=110,
+        init=QUANT_INIT,
+        residuals=False,
+    ))
 
 LONG_TEXT = (
     "The lighthouse keeper climbed the spiral stairs every evening at dusk, counting the one hundred and "

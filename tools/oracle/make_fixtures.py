@@ -133,9 +133,14 @@ def make_fixture(spec, prompts, tokenizer_sha):
   check_loaded(model32, spec)
   check_loaded(model16, spec)
 
+  vocab = spec.config_kwargs["vocab_size"]
   records = []
   for index, prompt in enumerate(prompts):
-    records.append(core.record_prompt(out_dir, index, prompt, model32, model16))
+    if vocab < 151936:
+      prompt = dict(prompt, ids=[i % vocab for i in prompt["ids"]])
+    records.append(core.record_prompt(out_dir, index, prompt, model32, model16, keep_residuals=spec.residuals))
+    if vocab < 151936:
+      records[-1]["token_ids_note"] = f"the Qwen3 tokenizer's ids for text, modulo vocab_size {vocab}"
     r = records[-1]
     print(f"  p{index} {prompt['name']}: {prompt['n_tokens']} tokens, min top-2 margin "
           f"{min(r['top2_margin'] + r['greedy']['top2_margin']):.5f}, greedy {r['greedy']['tokens']}", flush=True)
@@ -167,7 +172,7 @@ def make_fixture(spec, prompts, tokenizer_sha):
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--only", help="make only this fixture (llama3-tiny, qwen2-tiny, qwen3-tiny)")
+  parser.add_argument("--only", help="make only this fixture (llama3-tiny, qwen2-tiny, qwen3-tiny, qwen2-256)")
   args = parser.parse_args()
   torch.set_num_threads(1)
   torch.use_deterministic_algorithms(True)
