@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "quant/f16.h"  // Fp16ToFp32, Fp32ToFp16
+#include "quant/round.h"
 
 namespace fak {
 namespace {
@@ -34,7 +35,7 @@ void FitSubBlock(const float* x, float* scale, float* min) {
       const float is = 1.0f / s;
       float err = 0.0f;
       for (int i = 0; i < 32; ++i) {
-        const float q = std::clamp(std::nearbyint((x[i] - l) * is), 0.0f, 15.0f);
+        const float q = std::clamp(RoundHalfEven((x[i] - l) * is), 0.0f, 15.0f);
         const float e = s * q + l - x[i];
         err += e * e;
       }
@@ -84,7 +85,7 @@ void QuantizeRowQ4_K(const float* x, BlockQ4_K* y, int64_t n) {
       const float mn = dminq * static_cast<float>(m[j]);
       const float is = s != 0.0f ? 1.0f / s : 0.0f;
       for (int i = 0; i < 32; ++i) {
-        const float v = std::nearbyint((xb[32 * j + i] + mn) * is);
+        const float v = RoundHalfEven((xb[32 * j + i] + mn) * is);
         q[32 * j + i] = static_cast<uint8_t>(std::clamp(v, 0.0f, 15.0f));
       }
     }

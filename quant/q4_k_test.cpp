@@ -1,5 +1,6 @@
 #include "quant/q4_k.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -7,7 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include "core/sha256.h"
 #include "quant/f16.h"
+#include "quant/round.h"
 
 namespace fak {
 namespace {
@@ -86,6 +89,42 @@ TEST(Q4_K, ReferenceDotMatchesDequantizedDot) {
   double expect = 0;
   for (int i = 0; i < 1024; ++i) expect += static_cast<double>(xd[i]) * ad[i];
   EXPECT_NEAR(VecDotQ4_KQ8_K(1024, wq.data(), aq.data()), expect, 1e-4 * 32);
+}
+
+TEST(RoundHalfEven, EqualsNearbyint) {
+  for (float v : {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 0.49999997f, 14.5f, 15.5f, -0.0f, 0.0f, 4194303.5f,
+                  -4194303.5f, 1e-30f}) {
+    EXPECT_EQ(RoundHalfEven(v), std::nearbyint(v)) << v;
+  }
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> wide(-4e6f, 4e6f), narrow(-20.0f, 20.0f);
+  for (int i = 0; i < 200000; ++i) {
+    const float a = wide(rng), b = narrow(rng);
+    ASSERT_EQ(RoundHalfEven(a), std::nearbyint(a)) << a;
+    ASSERT_EQ(RoundHalfEven(b), std::nearbyint(b)) << b;
+  }
+  // Out of range magnitudes keep their side of a small clamp.
+  for (float v : {1e7f, 1e30f, INFINITY}) {
+    EXPECT_EQ(std::clamp(RoundHalfEven(v), 0.0f, 15.0f), 15.0f);
+    EXPECT_EQ(std::clamp(RoundHalfEven(-v), 0.0f, 15.0f), 0.0f);
+  }
+}
+
+// The quantizer's bytes for a fixed input, recorded before its rounding moved off std::nearbyint: the
+// format only fixes decoding, so this pins fak's own choice of blocks (files written by `fak quantize`
+// and `fak synth` stay byte-identical).
+TEST(Q4_K, QuantizerBytesArePinned) {
+  std::mt19937 rng(77);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::vector<float> x(256 * 64);
+  for (float& v : x) v = normal(rng);
+  for (int i = 0; i < 256; ++i) x[256 * 7 + i] = 0.0f;  // an all-zero block
+  for (int i = 0; i < 256; ++i) x[256 * 9 + i] = 1e-3f * static_cast<float>(i % 7);  // few distinct values
+  x[100] = 0.5f;  // an outlier
+  std::vector<BlockQ4_K> y(64);
+  QuantizeRowQ4_K(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  const std::string hex = Sha256Hex(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(y.data()), y.size() * sizeof(BlockQ4_K)));
+  EXPECT_EQ(hex, "26a8618e6e5d1fb9714bff942c36ef1ecf70f09f070fcfff4643cb528ddcb22c");
 }
 
 }  // namespace
