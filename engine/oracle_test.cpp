@@ -26,6 +26,26 @@ double Cosine(const float* a, const float* b, size_t n) {
   return ab / std::sqrt(aa * bb);
 }
 
+// Every row of w as f32.
+std::vector<float> DequantizedRows(const Weight& w) {
+  std::vector<float> out(static_cast<size_t>(w.rows) * static_cast<size_t>(w.cols));
+  for (int64_t r = 0; r < w.rows; ++r) {
+    EXPECT_TRUE(DequantizeRow(w.type, w.row(r), &out[static_cast<size_t>(r * w.cols)], w.cols).ok()) << "row " << r;
+  }
+  return out;
+}
+
+// HF's logits row at one position, rebuilt as emb . h from its final hidden state (within 4e-7 of HF's
+// stored rows, tests/fixtures/hf/README.md).
+void RebuildLogits(const float* h, const std::vector<float>& emb, int64_t d, float* ref) {
+  const size_t vocab = emb.size() / static_cast<size_t>(d);
+  for (size_t v = 0; v < vocab; ++v) {
+    float acc = 0;
+    for (int64_t k = 0; k < d; ++k) acc += h[k] * emb[v * d + k];
+    ref[v] = acc;
+  }
+}
+
 struct Case {
   const char* name;
   WeightQuant quant;
@@ -46,10 +66,7 @@ TEST_P(HfOracle, MatchesTransformers) {
   const size_t vocab = static_cast<size_t>(m.config.vocab_size);
   const int64_t d = m.config.d_model;
   // The tied embedding as f32, to rebuild HF's logits at every position from its hidden states.
-  std::vector<float> emb(vocab * static_cast<size_t>(d));
-  for (size_t r = 0; r < vocab; ++r) {
-    ASSERT_TRUE(DequantizeRow(m.token_embd.type, m.token_embd.row(static_cast<int64_t>(r)), &emb[r * d], d).ok());
-  }
+  const std::vector<float> emb = DequantizedRows(m.token_embd);
   cpu::ThreadPool pool(2);
   auto session = Session::Create(m, pool, SessionOptions{.kv_f32 = c.kv_f32});
   ASSERT_TRUE(session.ok());
@@ -67,12 +84,7 @@ TEST_P(HfOracle, MatchesTransformers) {
     auto argmax = p["argmax"].get<std::vector<int32_t>>();
     std::vector<float> ref(vocab);
     for (size_t t = 0; t < ids.size(); ++t) {
-      const float* h = &hidden->data[t * d];
-      for (size_t v = 0; v < vocab; ++v) {
-        float acc = 0;  // within 4e-7 of HF's rows (tests/fixtures/hf/README.md)
-        for (int64_t k = 0; k < d; ++k) acc += h[k] * emb[v * d + k];
-        ref[v] = acc;
-      }
+      RebuildLogits(&hidden->data[t * d], emb, d, ref.data());
       const float* got = &logits[t * vocab];
       const double cos = Cosine(got, ref.data(), vocab);
       worst = std::min(worst, cos);
@@ -150,11 +162,7 @@ TEST_P(HfOracleQuantized, TopOneAndKlWithinBounds) {
   ASSERT_EQ(m.layers[0].w_down.type, want);
   const size_t vocab = static_cast<size_t>(m.config.vocab_size);
   const int64_t d = m.config.d_model;
-  std::vector<float> emb(vocab * static_cast<size_t>(d));  // the checkpoint's own (bf16) embedding
-  for (size_t r = 0; r < vocab; ++r) {
-    const Weight& e = (*exact)->token_embd;
-    ASSERT_TRUE(DequantizeRow(e.type, e.row(static_cast<int64_t>(r)), &emb[r * d], d).ok());
-  }
+  const std::vector<float> emb = DequantizedRows((*exact)->token_embd);  // the checkpoint's own (bf16)
   cpu::ThreadPool pool(2);
   auto session = Session::Create(m, pool, SessionOptions{.kv_f32 = c.kv_f32});
   ASSERT_TRUE(session.ok());
@@ -171,12 +179,7 @@ TEST_P(HfOracleQuantized, TopOneAndKlWithinBounds) {
     std::vector<float> logits(ids.size() * vocab);
     ASSERT_TRUE(s.Prefill(ids, logits.data(), /*all_logits=*/true).ok());
     for (size_t t = 0; t < ids.size(); ++t) {
-      const float* h = &hidden->data[t * d];
-      for (size_t v = 0; v < vocab; ++v) {
-        double acc = 0;
-        for (int64_t k = 0; k < d; ++k) acc += double(h[k]) * emb[v * d + k];
-        ref[v] = static_cast<float>(acc);
-      }
+      RebuildLogits(&hidden->data[t * d], emb, d, ref.data());
       const float* got = &logits[t * vocab];
       ASSERT_EQ(Argmax(ref), argmax[t]);  // the rebuilt row is HF's
       const double kl = KlDivergence(ref.data(), got, vocab);

@@ -83,19 +83,8 @@ SPECS = [
 # For the block-quantized paths (Q8_0 blocks of 32, Q4_K super-blocks of 256), every matrix row must be a
 # multiple of 256 values long. Hidden 256 with the full Qwen vocabulary would make a 78 MB embedding, so
 # this model has 2,048 tokens and reads the prompt set's ids modulo 2,048 (they are not meant as text).
-QUANT = dict(
-    hidden_size=256,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    head_dim=64,
-    intermediate_size=512,
-    num_hidden_layers=2,
-    vocab_size=2048,
-    tie_word_embeddings=True,
-    rms_norm_eps=1e-6,
-    bos_token_id=0,
-    eos_token_id=1,
-)
+QUANT = dict(TINY, hidden_size=256, head_dim=64, intermediate_size=512, vocab_size=2048, bos_token_id=0,
+             eos_token_id=1)
 
 # The same gains as INIT at 16x the width: matrix std scaled by sqrt(16 / 256). The embedding keeps std
 # 0.1, so a logit row (a normalised hidden state against 256-long embedding rows) has a standard
