@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/cpu/thread_pool.h"  // DefaultThreadCount
+#include "core/thread_pool.h"  // DefaultThreadCount
 #include "bench/arm.h"
 #include "bench/hardware.h"
 #include "bench/packet.h"
@@ -96,7 +96,7 @@ Result<CompareOutcome> RunCompare(const CompareOptions& o) {
   w.model_path = o.model_path;
   w.ctx = o.ctx;
   w.gen = o.gen;
-  w.threads = o.threads > 0 ? o.threads : cpu::DefaultThreadCount();
+  w.threads = o.threads > 0 ? o.threads : DefaultThreadCount();
   w.timeout_seconds = o.arm_timeout_seconds;
   w.startup_timeout_seconds = o.startup_timeout_seconds;
   w.request_timeout_seconds = o.request_timeout_seconds;

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backends/cpu/thread_pool.h"  // ThreadPool
 #include "bench/arm.h"
 #include "core/timer.h"    // NowNanos
 #include "engine/model.h"  // LoadModel
@@ -50,9 +49,13 @@ class FakArm : public Arm {
     }
     const Model& m = **model;
     r.notes["load_seconds"] = m.load_seconds;
-    r.notes["weights"] = std::string(GgmlTypeName(m.layers.empty() ? m.output.type : m.layers[0].wq.type));
-    cpu::ThreadPool pool(w.threads);
-    auto session = Session::Create(m, pool, SessionOptions{.max_context = w.ctx + w.gen});
+    r.notes["weights"] = std::string(GgmlTypeName(MainWeightType(m)));
+    auto runtime = Runtime::Create(m, RuntimeOptions{.max_context = w.ctx + w.gen, .backend = {.threads = w.threads}});
+    if (!runtime.ok()) {
+      r.Fail("creating the runtime: " + runtime.status().ToString());
+      return r;
+    }
+    auto session = Session::Create(**runtime);
     if (!session.ok()) {
       r.Fail("creating a session: " + session.status().ToString());
       return r;

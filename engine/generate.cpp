@@ -3,33 +3,14 @@
 #include <algorithm>
 
 #include "core/timer.h"
+#include "engine/decoder.h"
 
 namespace fak {
-namespace {
-
-// Length of the longest suffix of `text` that is a proper prefix of some stop string: that much text
-// must be held back until the next token decides it.
-size_t HeldBack(const std::string& text, const std::vector<std::string>& stops) {
-  size_t hold = 0;
-  for (const auto& s : stops) {
-    for (size_t n = std::min(s.size() - 1, text.size()); n > hold; --n) {
-      if (text.compare(text.size() - n, n, s, 0, n) == 0) {
-        hold = n;
-        break;
-      }
-    }
-  }
-  return hold;
-}
-
-}  // namespace
 
 Result<GenerateResult> GenerateFromIds(Session& session, const Tokenizer& tokenizer, std::vector<int32_t> prompt,
                                        const GenerateOptions& options) {
-  FAK_RETURN_IF_ERROR(options.sampling.Validate());
-  for (const auto& s : options.stop) {
-    if (s.empty()) return InvalidArgument("stop strings must not be empty");
-  }
+  DecodeLimits limits{options.max_tokens, options.stop, options.ignore_eos};
+  FAK_RETURN_IF_ERROR(RequestDecoder::Validate(options.sampling, limits));
   if (prompt.empty()) return InvalidArgument("the prompt encodes to no tokens");
   GenerateResult r;
   r.prompt_ids = prompt;
@@ -47,62 +28,28 @@ Result<GenerateResult> GenerateFromIds(Session& session, const Tokenizer& tokeni
   r.cached_prompt_tokens = static_cast<int64_t>(common);
   r.prefill_seconds = t.Seconds();
 
-  Sampler sampler(options.sampling);
-  Detokenizer detok(tokenizer);
-  std::vector<int32_t> history = prompt;
-  std::string pending;  // decoded but not yet emitted (may begin a stop string)
-  bool done = false;
+  RequestDecoder dec(tokenizer, session.model().config.eos_token_ids, options.sampling, limits, prompt);
   t.Reset();
-  auto emit = [&](const std::string& s) {
-    r.text += s;
-    if (options.on_text && !s.empty() && !options.on_text(s)) {
-      r.stop_reason = "callback";
-      done = true;
-    }
-  };
-  for (int64_t i = 0; i < options.max_tokens && !done; ++i) {
+  bool cancelled = false;
+  while (!dec.done()) {
     if (options.collect_logits) r.logits.insert(r.logits.end(), logits.begin(), logits.end());
-    const int32_t tok = sampler.Sample(logits, history, static_cast<uint64_t>(i));
-    const bool eos = !options.ignore_eos && (tok == tokenizer.eos_id() ||
-                                             std::find(session.model().config.eos_token_ids.begin(),
-                                                       session.model().config.eos_token_ids.end(),
-                                                       tok) != session.model().config.eos_token_ids.end());
-    if (eos) {
-      r.stop_reason = "eos";
+    FAK_ASSIGN_OR_RETURN(std::string text, dec.Step(logits));
+    r.text += text;
+    if (options.on_text && !text.empty() && !options.on_text(text)) {
+      cancelled = true;
       break;
     }
-    r.output_ids.push_back(tok);
-    history.push_back(tok);
-    std::string piece;
-    if (tok < tokenizer.vocab_size()) FAK_RETURN_IF_ERROR(detok.Push(tok, &piece));
-    pending += piece;
-    // A stop string ends the text before it.
-    size_t cut = std::string::npos;
-    for (const auto& s : options.stop) cut = std::min(cut, pending.find(s));
-    if (cut != std::string::npos) {
-      emit(pending.substr(0, cut));
-      r.stop_reason = "stop";
-      break;
-    }
-    const size_t hold = HeldBack(pending, options.stop);
-    emit(pending.substr(0, pending.size() - hold));
-    pending.erase(0, pending.size() - hold);
-    if (done) break;
-    if (i + 1 == options.max_tokens) {
-      r.stop_reason = "length";
-      break;
-    }
+    if (dec.done()) break;
     if (session.position() >= session.max_context()) {
-      r.stop_reason = "context";
+      std::string rest = dec.EndAtContext();
+      r.text += rest;
+      if (options.on_text && !rest.empty()) options.on_text(rest);
       break;
     }
-    FAK_RETURN_IF_ERROR(session.Step(tok, logits.data()));
+    FAK_RETURN_IF_ERROR(session.Step(dec.next_token(), logits.data()));
   }
-  if (r.stop_reason.empty()) r.stop_reason = "length";
-  if (r.stop_reason != "stop" && r.stop_reason != "callback") {
-    detok.Flush(&pending);
-    emit(pending);
-  }
+  r.output_ids = dec.output_ids();
+  r.stop_reason = cancelled ? "callback" : dec.stop_reason();
   r.decode_seconds = t.Seconds();
   return r;
 }

@@ -1,11 +1,14 @@
 #include "engine/kv_cache.h"
 
+#include <algorithm>
+
 namespace fak {
 
-KvPagePool::KvPagePool(KvGeometry geometry, int64_t max_pages)
-    : g_(geometry),
-      max_pages_(max_pages),
-      page_elems_(static_cast<size_t>(2 * g_.n_layer * g_.n_kv_head * g_.page_tokens * g_.head_dim * g_.units())) {}
+Result<std::unique_ptr<KvPagePool>> KvPagePool::Create(Backend& backend, const KvGeometry& geometry,
+                                                       int64_t max_pages) {
+  FAK_ASSIGN_OR_RETURN(int32_t store, backend.CreateKv(geometry, max_pages));
+  return std::unique_ptr<KvPagePool>(new KvPagePool(backend, geometry, max_pages, store));
+}
 
 Result<int32_t> KvPagePool::Allocate() {
   int32_t id;
@@ -13,8 +16,8 @@ Result<int32_t> KvPagePool::Allocate() {
     id = free_.back();
     free_.pop_back();
   } else if (allocated_ < max_pages_) {
+    FAK_RETURN_IF_ERROR(backend_.GrowKv(store_, allocated_ + 1));
     id = static_cast<int32_t>(allocated_++);
-    pages_.emplace_back(page_elems_);
     refs_.push_back(0);
   } else {
     return OutOfRange("KV cache is full ({} pages of {} tokens)", max_pages_, g_.page_tokens);
@@ -29,23 +32,32 @@ void KvPagePool::Release(int32_t page) {
   if (--refs_[static_cast<size_t>(page)] == 0) free_.push_back(page);
 }
 
-uint16_t* KvPagePool::Block(int32_t page, int64_t layer, int64_t kv_head, int kv) {
-  const size_t block = static_cast<size_t>(g_.page_tokens * g_.head_dim * g_.units());
-  const size_t index = static_cast<size_t>((layer * g_.n_kv_head + kv_head) * 2 + kv);
-  return pages_[static_cast<size_t>(page)].data() + index * block;
-}
-
-uint16_t* KvPagePool::Keys(int32_t page, int64_t layer, int64_t kv_head) { return Block(page, layer, kv_head, 0); }
-uint16_t* KvPagePool::Values(int32_t page, int64_t layer, int64_t kv_head) { return Block(page, layer, kv_head, 1); }
-
 KvSequence::~KvSequence() { Truncate(0); }
 
 Status KvSequence::Reserve(int64_t n) {
   const int64_t pt = pool_->geometry().page_tokens;
-  while (static_cast<int64_t>(pages_.size()) * pt < n) {
-    FAK_ASSIGN_OR_RETURN(int32_t id, pool_->Allocate());
-    pages_.push_back(id);
+  const size_t need = static_cast<size_t>((n + pt - 1) / pt);
+  const size_t have = pages_.size();
+  // Every allocation first, so a full pool leaves the sequence as it was.
+  const size_t write_page = static_cast<size_t>(n_tokens_ / pt);
+  const bool copy = n > n_tokens_ && write_page < have && pool_->refs(pages_[write_page]) > 1;
+  std::vector<int32_t> fresh;
+  for (size_t i = 0; i < (need > have ? need - have : 0) + (copy ? 1 : 0); ++i) {
+    auto id = pool_->Allocate();
+    if (!id.ok()) {
+      for (int32_t p : fresh) pool_->Release(p);
+      return id.status();
+    }
+    fresh.push_back(*id);
   }
+  if (copy) {
+    const int32_t dst = fresh.back();
+    fresh.pop_back();
+    pool_->backend().CopyKvPage(pool_->store(), pages_[write_page], dst);
+    pool_->Release(pages_[write_page]);
+    pages_[write_page] = dst;
+  }
+  pages_.insert(pages_.end(), fresh.begin(), fresh.end());
   return Status::Ok();
 }
 
@@ -59,16 +71,14 @@ void KvSequence::Truncate(int64_t n) {
   if (n < n_tokens_) n_tokens_ = n;
 }
 
-uint16_t* KvSequence::Key(int64_t pos, int64_t layer, int64_t kv_head) {
+void KvSequence::Adopt(const KvSequence& other, int64_t n) {
+  n = std::min(n, other.size());
   const int64_t pt = pool_->geometry().page_tokens;
-  return pool_->Keys(pages_[static_cast<size_t>(pos / pt)], layer, kv_head) +
-         (pos % pt) * pool_->geometry().head_dim * pool_->geometry().units();
-}
-
-uint16_t* KvSequence::Value(int64_t pos, int64_t layer, int64_t kv_head) {
-  const int64_t pt = pool_->geometry().page_tokens;
-  return pool_->Values(pages_[static_cast<size_t>(pos / pt)], layer, kv_head) +
-         (pos % pt) * pool_->geometry().head_dim * pool_->geometry().units();
+  const size_t share = static_cast<size_t>((n + pt - 1) / pt);
+  for (size_t i = 0; i < share; ++i) pool_->Retain(other.pages_[i]);  // before releasing ours: they may overlap
+  Truncate(0);
+  pages_.assign(other.pages_.begin(), other.pages_.begin() + static_cast<std::ptrdiff_t>(share));
+  n_tokens_ = n;
 }
 
 }  // namespace fak

@@ -1,34 +1,29 @@
-// KV cache in fixed-size pages of f16 (default) or f32 (for exact comparisons with f32 references). A page holds `page_tokens` positions of every layer's keys and
-// values; a sequence is a list of page ids. Pages are reference-counted so sequences that share a
-// prefix can share its full pages (the radix prefix cache builds on this).
+// The KV cache's bookkeeping: fixed-size pages held by a backend (ops/backend.h KvGeometry), one pool
+// per loaded model shared by every sequence. Pages are reference-counted, so sequences that share a
+// prefix share its full pages; a shared page that must be written is copied first (copy-on-write).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "core/status.h"
+#include "ops/backend.h"
 
 namespace fak {
 
-struct KvGeometry {
-  int64_t n_layer = 0;
-  int64_t n_kv_head = 0;
-  int64_t head_dim = 0;
-  int64_t page_tokens = 16;
-  bool f32 = false;  // keys and values in f32 instead of f16
-  // uint16_t units per stored value.
-  int64_t units() const { return f32 ? 2 : 1; }
-};
-
 class KvPagePool {
  public:
-  KvPagePool(KvGeometry geometry, int64_t max_pages);
+  // Creates the backend's store of up to max_pages pages; storage grows as pages are first used.
+  static Result<std::unique_ptr<KvPagePool>> Create(Backend& backend, const KvGeometry& geometry, int64_t max_pages);
   KvPagePool(const KvPagePool&) = delete;
   KvPagePool& operator=(const KvPagePool&) = delete;
 
   const KvGeometry& geometry() const { return g_; }
+  int32_t store() const { return store_; }
+  Backend& backend() const { return backend_; }
   int64_t max_pages() const { return max_pages_; }
   int64_t free_pages() const { return static_cast<int64_t>(free_.size()) + (max_pages_ - allocated_); }
+  int64_t used_pages() const { return max_pages_ - free_pages(); }
 
   // A fresh page with one reference; an error when the budget is used up.
   Result<int32_t> Allocate();
@@ -36,19 +31,15 @@ class KvPagePool {
   void Release(int32_t page);
   int32_t refs(int32_t page) const { return refs_[static_cast<size_t>(page)]; }
 
-  // (page_tokens, head_dim) keys / values of one layer and kv head within a page: f16, or f32 stored
-  // in pairs of uint16_t when geometry().f32.
-  uint16_t* Keys(int32_t page, int64_t layer, int64_t kv_head);
-  uint16_t* Values(int32_t page, int64_t layer, int64_t kv_head);
-
  private:
-  uint16_t* Block(int32_t page, int64_t layer, int64_t kv_head, int kv);
+  KvPagePool(Backend& backend, const KvGeometry& g, int64_t max_pages, int32_t store)
+      : backend_(backend), g_(g), max_pages_(max_pages), store_(store) {}
 
+  Backend& backend_;
   KvGeometry g_;
   int64_t max_pages_;
-  int64_t allocated_ = 0;  // pages handed out at least once (storage grows on demand)
-  size_t page_elems_;      // uint16_t units per page: 2 * n_layer * n_kv_head * page_tokens * head_dim * units
-  std::vector<std::vector<uint16_t>> pages_;
+  int32_t store_;
+  int64_t allocated_ = 0;  // pages handed out at least once
   std::vector<int32_t> refs_;
   std::vector<int32_t> free_;
 };
@@ -65,16 +56,17 @@ class KvSequence {
   const std::vector<int32_t>& pages() const { return pages_; }
   KvPagePool& pool() { return *pool_; }
 
-  // Makes room for positions up to n (allocating pages); fails cleanly when the pool is full.
+  // Makes positions [size(), n) writable: allocates pages, and copies a shared page that holds
+  // position size() so writing it cannot change another sequence. Fails cleanly when the pool is full.
   Status Reserve(int64_t n);
   // Marks positions [size(), n) as written.
   void Commit(int64_t n) { n_tokens_ = n; }
   // Forgets positions >= n (pages past it are released).
   void Truncate(int64_t n);
   void Clear() { Truncate(0); }
-
-  uint16_t* Key(int64_t pos, int64_t layer, int64_t kv_head);
-  uint16_t* Value(int64_t pos, int64_t layer, int64_t kv_head);
+  // Drops this sequence's positions and shares the first n positions of `other` instead (full pages
+  // and a partial last page alike, by reference: a later write copies the shared page first).
+  void Adopt(const KvSequence& other, int64_t n);
 
  private:
   KvPagePool* pool_;

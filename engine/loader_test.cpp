@@ -11,8 +11,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/cpu/matmul.h"
-#include "backends/cpu/packed.h"
 #include "engine/model.h"
 #include "engine/session.h"
 #include "formats/gguf_writer.h"
@@ -92,8 +90,10 @@ void WriteHf(const fs::path& dir, const std::vector<HfTensor>& ts, const json& c
 }
 
 std::vector<float> RunLogits(const Model& m, const std::vector<int32_t>& prompt) {
-  cpu::ThreadPool pool(2);
-  auto s = Session::Create(m, pool);
+  auto rt = Runtime::Create(m, RuntimeOptions{.backend = {.threads = 2}});
+  EXPECT_TRUE(rt.ok()) << rt.status().ToString();
+  if (!rt.ok()) return {};
+  auto s = Session::Create(**rt);
   std::vector<float> logits(prompt.size() * static_cast<size_t>(m.config.vocab_size));
   EXPECT_TRUE((*s)->Prefill(prompt, logits.data(), true).ok());
   return logits;
@@ -149,22 +149,25 @@ TEST_F(HfLoad, LeanQuantizeEqualsLoadThenQuantize) {
         ASSERT_EQ(0, std::memcmp(rows.data(), l.data, rows.size()));
         return;
       }
-      auto format = cpu::WeightFormatFor(l.type);
-      ASSERT_TRUE(format.ok());
-      std::vector<uint8_t> packed(cpu::PackedBytes(*format, l.rows, l.cols));
-      ASSERT_TRUE(cpu::PackMatrix(l.type, rows.data(), l.rows, l.cols, packed.data()).ok());
+      // Packed by the backend's layout from the quantized rows, group by group.
+      const WeightLayout& layout = DefaultWeightLayout();
+      std::vector<uint8_t> packed(layout.Bytes(l.type, l.rows, l.cols));
+      const int64_t g = layout.GroupRows();
+      for (int64_t r = 0; r < l.rows; r += g) {
+        ASSERT_TRUE(layout.Convert(l.type, &rows[r * l.row_bytes], std::min(g, l.rows - r), l.cols,
+                                   &packed[(r / g) * layout.GroupBytes(l.type, l.cols)]).ok());
+      }
       ASSERT_EQ(0, std::memcmp(packed.data(), l.data, packed.size()));
     };
-    for (size_t i = 0; i < (*lean)->layers.size(); ++i) {
-      const auto& L = (*lean)->layers[i];
-      const auto& F = (*full)->layers[i];
-      EXPECT_EQ(L.wq.type, q == WeightQuant::kQ8_0 ? GgmlType::kQ8_0 : GgmlType::kQ4_K);
-      EXPECT_EQ(L.wo.type, GgmlType::kQ8_0);  // 64 columns: no whole Q4_K block, falls back
-      check(L.wq, F.wq);
-      check(L.w_down, F.w_down);
-      check(L.w_up, F.w_up);
+    for (int64_t i = 0; i < (*lean)->config.n_layer; ++i) {
+      auto get = [&](const std::unique_ptr<Model>& m, const char* t) -> const Weight& {
+        return m->Get("blk." + std::to_string(i) + "." + t);
+      };
+      EXPECT_EQ(get(*lean, "attn_q.weight").type, q == WeightQuant::kQ8_0 ? GgmlType::kQ8_0 : GgmlType::kQ4_K);
+      EXPECT_EQ(get(*lean, "attn_output.weight").type, GgmlType::kQ8_0);  // 64 columns: no whole Q4_K block
+      for (const char* t : {"attn_q.weight", "ffn_down.weight", "ffn_up.weight"}) check(get(*lean, t), get(*full, t));
     }
-    check((*lean)->token_embd, (*full)->token_embd);
+    check((*lean)->Get("token_embd.weight"), (*full)->Get("token_embd.weight"));
   }
 }
 

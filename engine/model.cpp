@@ -81,6 +81,60 @@ double RopeAttnFactor(const ModelConfig& c) {
   return c.rope.factor <= 1 ? 1.0 : 0.1 * std::log(c.rope.factor) + 1.0;
 }
 
+namespace {
+
+// Loads every tensor of the architecture's list (run once to plan, once to load).
+Status LoadTensors(Model& m, const std::vector<TensorSpec>& specs, WeightLoader& ld) {
+  m.weights.clear();
+  m.lookup_only_bytes = 0;
+  const bool untied = ld.Has("output.weight");
+  for (const TensorSpec& t : specs) {
+    Weight w;
+    const bool vector = t.role == TensorRole::kNorm || t.role == TensorRole::kBias;
+    if (t.role == TensorRole::kEmbedding && !untied) {
+      FAK_ASSIGN_OR_RETURN(auto tied, ld.TiedEmbedding(t.name, t.rows, t.cols, t.what));
+      w = tied.lookup;
+      m.embd_as = tied.lookup_as;
+      m.weights["output.weight"] = tied.output;
+    } else if (t.role == TensorRole::kEmbedding) {
+      FAK_ASSIGN_OR_RETURN(w, ld.Matrix(t.name, t.rows, t.cols, t.what, /*embedding=*/true));
+      m.embd_as = w.type;
+      m.lookup_only_bytes = static_cast<uint64_t>(w.rows) * w.row_bytes;
+    } else if (t.role == TensorRole::kOutput && !untied) {
+      continue;  // tied: bound with the embedding
+    } else if (t.optional && !ld.Has(t.name)) {
+      continue;
+    } else if (vector) {
+      FAK_ASSIGN_OR_RETURN(w, ld.Vector(t.name, t.cols, t.what));
+    } else {
+      FAK_ASSIGN_OR_RETURN(w, ld.Matrix(t.name, t.rows, t.cols, t.what));
+    }
+    m.weights[t.name] = w;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+GgmlType MainWeightType(const Model& m) {
+  std::map<GgmlType, uint64_t> bytes;
+  for (const auto& [name, w] : m.weights) {
+    if (w.rows > 1) bytes[w.type] += static_cast<uint64_t>(w.rows) * w.row_bytes;
+  }
+  GgmlType best = GgmlType::kF32;
+  uint64_t most = 0;
+  for (const auto& [type, n] : bytes) {
+    if (n > most) best = type, most = n;
+  }
+  return best;
+}
+
+const Weight& Model::Get(const std::string& name) const {
+  static const Weight kAbsent;
+  auto it = weights.find(name);
+  return it == weights.end() ? kAbsent : it->second;
+}
+
 Result<std::unique_ptr<Model>> LoadModelFrom(std::unique_ptr<WeightSource> source, const LoadOptions& options) {
   Timer timer;
   auto model = std::make_unique<Model>();
@@ -102,12 +156,12 @@ Result<std::unique_ptr<Model>> LoadModelFrom(std::unique_ptr<WeightSource> sourc
   }
   model->rope_attn_factor = RopeAttnFactor(model->config);
 
+  const std::vector<TensorSpec> specs = arch->tensors(model->config);
   WeightLoader loader(*source, options);
-  FAK_RETURN_IF_ERROR(arch->bind(*model, loader));  // plan: sizes only
+  FAK_RETURN_IF_ERROR(LoadTensors(*model, specs, loader));  // plan: sizes only
   FAK_ASSIGN_OR_RETURN(model->arena, WeightArena::Create(loader.planned_bytes(), options.huge_pages));
   loader.BeginLoad(&model->arena);
-  model->layers.clear();
-  FAK_RETURN_IF_ERROR(arch->bind(*model, loader));  // load: every weight is rebound
+  FAK_RETURN_IF_ERROR(LoadTensors(*model, specs, loader));  // load: every weight is rebound
   model->weight_bytes = loader.loaded_bytes();
   model->source = std::move(source);
   model->load_seconds = timer.Seconds();

@@ -1,8 +1,9 @@
-// A loaded model: its config and every weight in the layout the CPU kernels read. Weights live in
+// A loaded model: its config and every weight in the layout the backend prefers. Weights live in
 // one huge-page arena (or, with LoadOptions::use_mmap, in place in a GGUF mapping).
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,19 +12,11 @@
 #include "engine/weight_arena.h"
 #include "engine/weight_source.h"
 #include "formats/model_config.h"
+#include "ops/backend.h"  // WeightLayout
 #include "ops/weight.h"
 #include "quant/ggml_type.h"
 
 namespace fak {
-
-struct LayerWeights {
-  Weight attn_norm;            // (d_model) f32
-  Weight wq, wk, wv, wo;       // (n_head*hd, d_model), (n_kv*hd, d_model) x2, (d_model, n_head*hd)
-  Weight bq, bk, bv;           // Qwen2 biases, f32
-  Weight q_norm, k_norm;       // Qwen3 per-head RMSNorm, (head_dim) f32
-  Weight ffn_norm;             // (d_model) f32
-  Weight w_gate, w_up, w_down; // (d_ffn, d_model) x2, (d_model, d_ffn)
-};
 
 // Target format for the matrices at load. kKeep keeps the file's own types.
 enum class WeightQuant { kKeep, kF32, kBF16, kF16, kQ8_0, kQ4_K };
@@ -34,6 +27,7 @@ struct LoadOptions {
   WeightQuant quant = WeightQuant::kKeep;
   bool huge_pages = true;  // MADV_HUGEPAGE on the weight arena
   bool use_mmap = false;   // GGUF tensors already in a kernel format are used in place, not copied
+  const WeightLayout* layout = nullptr;  // the backend's preferred matrix layout; null: the default (CPU)
 };
 
 struct Model {
@@ -41,11 +35,13 @@ struct Model {
   bool rope_neox = true;
   std::vector<float> rope_inv_freq;  // (rotary_dim / 2): theta^(-2i/d) with the config's scaling
   double rope_attn_factor = 1.0;     // YaRN scales cos/sin by this
-  Weight token_embd;                 // (vocab, d_model), GGUF rows, for lookups
-  GgmlType embd_as = GgmlType::kF32; // lookups round-trip through this type (see ops::EmbeddingRow)
-  Weight output_norm;                // (d_model) f32
-  Weight output;                     // (vocab, d_model); token_embd when tied
-  std::vector<LayerWeights> layers;
+  // Every weight by its GGUF name, as the architecture's tensor list names them. With tied
+  // embeddings "output.weight" is the output projection made from token_embd.
+  std::map<std::string, Weight> weights;
+  GgmlType embd_as = GgmlType::kF32;  // embedding lookups round-trip through this type
+
+  // The weight named `name`, or an absent one.
+  const Weight& Get(const std::string& name) const;
 
   std::unique_ptr<WeightSource> source;  // keeps mappings alive for in-place weights
   WeightArena arena;
@@ -61,6 +57,9 @@ struct Model {
 Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const LoadOptions& options = {});
 // From an opened source (tests use this to load the same source twice).
 Result<std::unique_ptr<Model>> LoadModelFrom(std::unique_ptr<WeightSource> source, const LoadOptions& options);
+
+// The type of the matrices holding most of the model's bytes ("q8_0" for a Q8_0 file).
+GgmlType MainWeightType(const Model& model);
 
 // The RoPE inverse frequencies a config declares (linear, llama3 and YaRN scaling applied), or the
 // ones a GGUF rope_freqs tensor divides by.

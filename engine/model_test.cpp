@@ -43,8 +43,9 @@ TEST_P(TinyLlama, MatchesLlamaCpp) {
   const Case c = GetParam();
   auto model = LoadModel(std::string(kDir) + "/tiny-llama-" + c.type + ".gguf");
   ASSERT_TRUE(model.ok()) << model.status().ToString();
-  cpu::ThreadPool pool(2);
-  auto session = Session::Create(**model, pool);
+  auto rt = Runtime::Create(**model, RuntimeOptions{.backend = {.threads = 2}});
+  ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+  auto session = Session::Create(**rt);
   ASSERT_TRUE(session.ok());
   int greedy_match = 0;
   for (int p = 1; p <= 5; ++p) {
@@ -80,20 +81,21 @@ INSTANTIATE_TEST_SUITE_P(Types, TinyLlama,
 TEST(Session, ChunkedPrefillEqualsOneShotAndDecode) {
   auto model = LoadModel(std::string(kDir) + "/tiny-llama-q8_0.gguf");
   ASSERT_TRUE(model.ok()) << model.status().ToString();
-  cpu::ThreadPool pool(2);
+  auto rt = Runtime::Create(**model, RuntimeOptions{.max_sequences = 3, .backend = {.threads = 2}});
+  ASSERT_TRUE(rt.ok());
   std::vector<int32_t> prompt;
   for (int i = 0; i < 40; ++i) prompt.push_back(100 + 37 * i);
   const size_t vocab = 32000;
   // One shot.
-  auto a = Session::Create(**model, pool);
+  auto a = Session::Create(**rt);
   std::vector<float> all(prompt.size() * vocab);
   ASSERT_TRUE((*a)->Prefill(prompt, all.data(), /*all_logits=*/true).ok());
   // Chunks of 7, and token by token: every position's logits must be identical bit for bit.
-  auto b = Session::Create(**model, pool, SessionOptions{.prefill_chunk = 7});
+  auto b = Session::Create(**rt, SessionOptions{.prefill_chunk = 7});
   std::vector<float> chunked(prompt.size() * vocab);
   ASSERT_TRUE((*b)->Prefill(prompt, chunked.data(), true).ok());
   EXPECT_EQ(all, chunked);
-  auto c = Session::Create(**model, pool);
+  auto c = Session::Create(**rt);
   std::vector<float> one(vocab);
   for (size_t i = 0; i < prompt.size(); ++i) {
     ASSERT_TRUE((*c)->Step(prompt[i], one.data()).ok());
@@ -104,8 +106,9 @@ TEST(Session, ChunkedPrefillEqualsOneShotAndDecode) {
 TEST(Session, BadInputIsRejectedAndChangesNothing) {
   auto model = LoadModel(std::string(kDir) + "/tiny-llama-q8_0.gguf");
   ASSERT_TRUE(model.ok());
-  cpu::ThreadPool pool(1);
-  auto s = Session::Create(**model, pool, SessionOptions{.max_context = 32});
+  auto rt = Runtime::Create(**model, RuntimeOptions{.max_context = 32, .backend = {.threads = 1}});
+  ASSERT_TRUE(rt.ok());
+  auto s = Session::Create(**rt);
   std::vector<float> logits(32000);
   std::vector<int32_t> too_long(33, 5);
   Status st = (*s)->Prefill(too_long, logits.data());

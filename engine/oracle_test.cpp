@@ -66,9 +66,10 @@ TEST_P(HfOracle, MatchesTransformers) {
   const size_t vocab = static_cast<size_t>(m.config.vocab_size);
   const int64_t d = m.config.d_model;
   // The tied embedding as f32, to rebuild HF's logits at every position from its hidden states.
-  const std::vector<float> emb = DequantizedRows(m.token_embd);
-  cpu::ThreadPool pool(2);
-  auto session = Session::Create(m, pool, SessionOptions{.kv_f32 = c.kv_f32});
+  const std::vector<float> emb = DequantizedRows(m.Get("token_embd.weight"));
+  auto rt = Runtime::Create(m, RuntimeOptions{.kv_f32 = c.kv_f32, .backend = {.threads = 2}});
+  ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+  auto session = Session::Create(**rt);
   ASSERT_TRUE(session.ok());
   double worst = 1.0;
   for (const auto& p : oracle["prompts"]) {
@@ -158,13 +159,14 @@ TEST_P(HfOracleQuantized, TopOneAndKlWithinBounds) {
   const Model& m = **model;
   const GgmlType want = c.quant == WeightQuant::kQ8_0 ? GgmlType::kQ8_0 : GgmlType::kQ4_K;
   // --quant q4_k keeps the output projection at Q6_K, as llama.cpp's Q4_K mixes do.
-  ASSERT_EQ(m.output.type, c.quant == WeightQuant::kQ8_0 ? GgmlType::kQ8_0 : GgmlType::kQ6_K);
-  ASSERT_EQ(m.layers[0].w_down.type, want);
+  ASSERT_EQ(m.Get("output.weight").type, c.quant == WeightQuant::kQ8_0 ? GgmlType::kQ8_0 : GgmlType::kQ6_K);
+  ASSERT_EQ(m.Get("blk.0.ffn_down.weight").type, want);
   const size_t vocab = static_cast<size_t>(m.config.vocab_size);
   const int64_t d = m.config.d_model;
-  const std::vector<float> emb = DequantizedRows((*exact)->token_embd);  // the checkpoint's own (bf16)
-  cpu::ThreadPool pool(2);
-  auto session = Session::Create(m, pool, SessionOptions{.kv_f32 = c.kv_f32});
+  const std::vector<float> emb = DequantizedRows((*exact)->Get("token_embd.weight"));  // the checkpoint's own (bf16)
+  auto rt = Runtime::Create(m, RuntimeOptions{.kv_f32 = c.kv_f32, .backend = {.threads = 2}});
+  ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+  auto session = Session::Create(**rt);
   ASSERT_TRUE(session.ok());
   int64_t positions = 0, agree = 0;
   double kl_sum = 0, kl_max = 0, cos_min = 1;

@@ -5,8 +5,6 @@
 
 #include <fmt/ranges.h>
 
-#include "backends/cpu/matmul.h"
-#include "backends/cpu/packed.h"
 #include "quant/codec.h"
 
 namespace fak {
@@ -26,18 +24,16 @@ bool IsKernelType(GgmlType t) {
 
 bool IsFloatType(GgmlType t) { return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16; }
 
-// True when the CPU kernels read this format faster from the packed layout.
-bool ShouldPack(GgmlType t, int64_t cols) {
-  auto f = cpu::WeightFormatFor(t);
-  return f.ok() && cpu::HasPackedLayout(*f) && cpu::PreferPackedLayout(*f) && cpu::PackedBytes(*f, 1, cols) > 0;
-}
-
 bool Fits(GgmlType t, int64_t cols) {
   auto tr = GetGgmlTypeTraits(t);
   return tr && cols % tr->block_size == 0;
 }
 
 }  // namespace
+
+const WeightLayout& WeightLoader::Layout() const {
+  return options_.layout != nullptr ? *options_.layout : DefaultWeightLayout();
+}
 
 void WeightLoader::BeginLoad(WeightArena* arena) {
   pass_ = Pass::kLoad;
@@ -85,10 +81,10 @@ Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int
   auto row_bytes = GgmlRowBytes(target, static_cast<uint64_t>(cols));
   if (!row_bytes) return Internal("tensor '{}': {} rows of {} do not fit {}", t.name, rows, cols, GgmlTypeName(target));
   w.row_bytes = static_cast<size_t>(*row_bytes);
-  pack = pack && ShouldPack(target, cols);
+  const WeightLayout& layout = Layout();
+  pack = pack && layout.Repacks(target, cols);
   w.packed = pack;
-  const cpu::WeightFormat format = pack ? *cpu::WeightFormatFor(target) : cpu::WeightFormat::kQ8_0;
-  const size_t total = pack ? cpu::PackedBytes(format, rows, cols) : w.row_bytes * static_cast<size_t>(rows);
+  const size_t total = pack ? layout.Bytes(target, rows, cols) : w.row_bytes * static_cast<size_t>(rows);
   const bool in_place = !pack && options_.use_mmap && target == t.type && source_.kind() == "gguf";
   if (pass_ == Pass::kPlan) {
     if (!in_place) planned_bytes_ += WeightArena::Aligned(total);
@@ -105,8 +101,8 @@ Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int
   const size_t src_row = static_cast<size_t>(*GgmlRowBytes(t.type, static_cast<uint64_t>(cols)));
   // Rows are produced in groups of the packed layout's height (or one at a time), converted through
   // one f32 row of scratch, so no whole-tensor copy is ever made.
-  const int64_t group = pack ? cpu::kPackRows : 1;
-  const size_t group_out = pack ? cpu::PackedGroupBytes(format, cols) : w.row_bytes;
+  const int64_t group = pack ? layout.GroupRows() : 1;
+  const size_t group_out = pack ? layout.GroupBytes(target, cols) : w.row_bytes;
   std::vector<float> scratch(static_cast<size_t>(cols));
   std::vector<uint8_t> unaligned;
   std::vector<uint8_t> rows_buf(pack ? w.row_bytes * static_cast<size_t>(group) : 0);
@@ -139,7 +135,7 @@ Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int
       }
     }
     if (pack) {
-      FAK_RETURN_IF_ERROR(cpu::PackMatrix(target, rows_buf.data(), n, cols, dst + static_cast<size_t>(g0 / group) * group_out));
+      FAK_RETURN_IF_ERROR(layout.Convert(target, rows_buf.data(), n, cols, dst + static_cast<size_t>(g0 / group) * group_out));
     }
   }
   source_.Release(t.data, t.n_bytes);
@@ -159,7 +155,7 @@ Result<WeightLoader::Tied> WeightLoader::TiedEmbedding(const std::string& name, 
                        Get(name, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)}, what));
   const GgmlType target = TargetType(t->type, cols, /*embedding=*/true);
   Tied tied;
-  if (!ShouldPack(target, cols)) {
+  if (!Layout().Repacks(target, cols)) {
     FAK_ASSIGN_OR_RETURN(tied.lookup, MatrixImpl(name, rows, cols, what, /*embedding=*/true, /*pack=*/false));
     tied.lookup_as = tied.lookup.type;
     tied.output = tied.lookup;

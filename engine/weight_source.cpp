@@ -1,5 +1,7 @@
 #include "engine/weight_source.h"
 
+#include "engine/arch/arch.h"  // Architectures: the HF name maps
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -105,37 +107,25 @@ class HfSource final : public WeightSource {
 }  // namespace
 
 std::string CanonicalTensorName(const std::string& hf) {
-  static const std::map<std::string, std::string> kTop = {
-      {"model.embed_tokens.weight", "token_embd.weight"},
-      {"model.norm.weight", "output_norm.weight"},
-      {"lm_head.weight", "output.weight"},
-  };
-  if (auto it = kTop.find(hf); it != kTop.end()) return it->second;
-  static const std::map<std::string, std::string> kLayer = {
-      {"input_layernorm.weight", "attn_norm.weight"},
-      {"self_attn.q_proj.weight", "attn_q.weight"},
-      {"self_attn.k_proj.weight", "attn_k.weight"},
-      {"self_attn.v_proj.weight", "attn_v.weight"},
-      {"self_attn.o_proj.weight", "attn_output.weight"},
-      {"self_attn.q_proj.bias", "attn_q.bias"},
-      {"self_attn.k_proj.bias", "attn_k.bias"},
-      {"self_attn.v_proj.bias", "attn_v.bias"},
-      {"self_attn.q_norm.weight", "attn_q_norm.weight"},
-      {"self_attn.k_norm.weight", "attn_k_norm.weight"},
-      {"post_attention_layernorm.weight", "ffn_norm.weight"},
-      {"mlp.gate_proj.weight", "ffn_gate.weight"},
-      {"mlp.up_proj.weight", "ffn_up.weight"},
-      {"mlp.down_proj.weight", "ffn_down.weight"},
-  };
+  // The architectures' own name maps; tensor names do not collide between them.
+  for (const Architecture* a : Architectures()) {
+    for (const auto& [from, to] : a->hf_top) {
+      if (hf == from) return to;
+    }
+  }
   const std::string prefix = "model.layers.";
   if (hf.rfind(prefix, 0) != 0) return "";
   size_t dot = hf.find('.', prefix.size());
   if (dot == std::string::npos) return "";
   const std::string layer = hf.substr(prefix.size(), dot - prefix.size());
   if (layer.empty() || layer.find_first_not_of("0123456789") != std::string::npos) return "";
-  auto it = kLayer.find(hf.substr(dot + 1));
-  if (it == kLayer.end()) return "";
-  return "blk." + layer + "." + it->second;
+  const std::string suffix = hf.substr(dot + 1);
+  for (const Architecture* a : Architectures()) {
+    for (const auto& [from, to] : a->hf_layer) {
+      if (suffix == from) return "blk." + layer + "." + to;
+    }
+  }
+  return "";
 }
 
 Result<std::unique_ptr<WeightSource>> OpenWeightSource(const std::string& path) {

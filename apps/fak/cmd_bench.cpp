@@ -125,12 +125,7 @@ void RegisterBench(CLI::App& app, Context& ctx) {
     for (int64_t n : ParseList(tg)) if (n > 0) tests.emplace_back("tg", n);
     int64_t need = 16;
     for (const auto& t : tests) need = std::max(need, t.second);
-    auto so = SessionOptionsFor(mf, need);
-    if (!so.ok()) {
-      ctx.exit_code = Fail(so.status().ToString());
-      return;
-    }
-    auto session = Session::Create(m, *loaded->pool, *so);
+    auto session = CreateSession(mf, *loaded, need);
     if (!session.ok()) {
       ctx.exit_code = Fail(session.status().ToString());
       return;
@@ -153,10 +148,10 @@ void RegisterBench(CLI::App& app, Context& ctx) {
                          {"stddev", st.stddev}, {"samples", st.samples},
                          {"weight_gb_per_second", kind == "tg" ? st.mean * static_cast<double>(step_bytes) / 1e9 : 0}});
     }
-    const std::string type = std::string(GgmlTypeName(m.layers.empty() ? m.output.type : m.layers[0].wq.type));
+    const std::string type = std::string(GgmlTypeName(MainWeightType(m)));
     nlohmann::json doc = {
         {"model", mf.model}, {"arch", m.config.arch}, {"weights", type},
-        {"weight_bytes", m.weight_bytes}, {"decode_step_bytes", step_bytes}, {"threads", loaded->pool->size()},
+        {"weight_bytes", m.weight_bytes}, {"decode_step_bytes", step_bytes}, {"threads", loaded->backend->threads()},
         {"isa", std::string(cpu::IsaName(cpu::Kernels().isa))}, {"cpu", GetCpuFeatures().model_name},
         {"load_seconds", m.load_seconds}, {"peak_rss_mib", PeakRssMiB()}, {"results", results}};
     if (as_json) {
@@ -166,7 +161,7 @@ void RegisterBench(CLI::App& app, Context& ctx) {
     fmt::print("| model | weights | size | threads | isa | test | t/s |\n|---|---|---:|---:|---|---|---:|\n");
     for (const auto& r : results) {
       fmt::print("| {} | {} | {:.2f} GiB | {} | {} | {} | {:.2f} ± {:.2f} |\n", m.config.arch, type,
-                 static_cast<double>(m.weight_bytes) / (1ull << 30), loaded->pool->size(),
+                 static_cast<double>(m.weight_bytes) / (1ull << 30), loaded->backend->threads(),
                  cpu::IsaName(cpu::Kernels().isa), r["test"].get<std::string>(), r["tokens_per_second"].get<double>(),
                  r["stddev"].get<double>());
     }

@@ -14,6 +14,7 @@ void ModelFlags::Add(CLI::App* cmd) {
   cmd->add_option("-c,--ctx", ctx, "Context length");
   cmd->add_flag("--mmap", mmap, "Use GGUF tensors in place instead of copying them into huge pages");
   cmd->add_option("--kv-type", kv_type, "KV cache element type: f16 (default) or f32");
+  cmd->add_option("--backend", backend, "Backend: cpu");
 }
 
 void SamplingFlags::Add(CLI::App* cmd) {
@@ -28,17 +29,25 @@ void SamplingFlags::Add(CLI::App* cmd) {
   cmd->add_option("--seed", p.seed, "Sampling seed");
 }
 
-Result<SessionOptions> SessionOptionsFor(const ModelFlags& f, int64_t min_context) {
+Result<RuntimeOptions> RuntimeOptionsFor(const ModelFlags& f, int64_t min_context) {
   if (f.kv_type != "f16" && f.kv_type != "f32") return InvalidArgument("unknown --kv-type '{}' (want f16 or f32)", f.kv_type);
-  SessionOptions o;
+  RuntimeOptions o;
   o.max_context = std::max(f.ctx, min_context);
   o.kv_f32 = f.kv_type == "f32";
   return o;
 }
 
-Result<std::unique_ptr<Session>> CreateSession(const ModelFlags& flags, const LoadedModel& loaded) {
-  FAK_ASSIGN_OR_RETURN(SessionOptions o, SessionOptionsFor(flags));
-  return Session::Create(*loaded.model, *loaded.pool, o);
+Status CreateRuntime(const ModelFlags& flags, LoadedModel& loaded, int64_t min_context, int64_t max_sequences) {
+  FAK_ASSIGN_OR_RETURN(RuntimeOptions o, RuntimeOptionsFor(flags, min_context));
+  o.max_sequences = max_sequences;
+  loaded.runtime.reset();
+  FAK_ASSIGN_OR_RETURN(loaded.runtime, Runtime::Create(*loaded.model, o, loaded.backend.get()));
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Session>> CreateSession(const ModelFlags& flags, LoadedModel& loaded, int64_t min_context) {
+  FAK_RETURN_IF_ERROR(CreateRuntime(flags, loaded, min_context));
+  return Session::Create(*loaded.runtime);
 }
 
 Result<LoadedModel> LoadForRun(const ModelFlags& f, bool need_tokenizer) {
@@ -47,6 +56,8 @@ Result<LoadedModel> LoadForRun(const ModelFlags& f, bool need_tokenizer) {
   LoadOptions lo;
   lo.quant = q;
   lo.use_mmap = f.mmap;
+  FAK_ASSIGN_OR_RETURN(out.backend, CreateBackend({.name = f.backend, .threads = f.threads}));
+  lo.layout = &out.backend->layout();
   FAK_ASSIGN_OR_RETURN(out.model, LoadModel(f.model, lo));
   if (need_tokenizer) {
     const std::string tpath = f.tokenizer.empty() ? out.model->source->tokenizer_path() : f.tokenizer;
@@ -58,7 +69,6 @@ Result<LoadedModel> LoadForRun(const ModelFlags& f, bool need_tokenizer) {
                              out.tokenizer->vocab_size(), out.model->config.vocab_size);
     }
   }
-  out.pool = std::make_unique<cpu::ThreadPool>(f.threads > 0 ? f.threads : cpu::DefaultThreadCount());
   return out;
 }
 

@@ -7,10 +7,11 @@
 
 #include <CLI/CLI.hpp>
 
-#include "backends/cpu/thread_pool.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
+#include "engine/runtime.h"
 #include "engine/session.h"
+#include "ops/backend.h"
 #include "tokenizer/tokenizer.h"
 
 namespace fak::cli {
@@ -23,6 +24,7 @@ struct ModelFlags {
   int64_t ctx = 4096;
   bool mmap = false;
   std::string kv_type = "f16";  // KV cache element type: f16 or f32
+  std::string backend = "cpu";
 
   void Add(CLI::App* cmd);
 };
@@ -30,17 +32,21 @@ struct ModelFlags {
 struct LoadedModel {
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<cpu::ThreadPool> pool;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Runtime> runtime;  // made by CreateRuntime / CreateSession
 };
 
-// Session options from the flags (context, KV cache type); fails on an unknown --kv-type.
-Result<SessionOptions> SessionOptionsFor(const ModelFlags& flags, int64_t min_context = 0);
+// Runtime options from the flags (context, KV cache type); fails on an unknown --kv-type.
+Result<RuntimeOptions> RuntimeOptionsFor(const ModelFlags& flags, int64_t min_context = 0);
 
 // Loads model and tokenizer and checks they agree (the tokenizer may not be larger than the vocabulary).
 Result<LoadedModel> LoadForRun(const ModelFlags& flags, bool need_tokenizer = true);
 
-// A session over a loaded model with the flags' context and KV cache type.
-Result<std::unique_ptr<Session>> CreateSession(const ModelFlags& flags, const LoadedModel& loaded);
+// Makes loaded.runtime with the flags' options (room for max_sequences sequences of the context).
+Status CreateRuntime(const ModelFlags& flags, LoadedModel& loaded, int64_t min_context = 0,
+                     int64_t max_sequences = 1);
+// CreateRuntime, then one session over it.
+Result<std::unique_ptr<Session>> CreateSession(const ModelFlags& flags, LoadedModel& loaded, int64_t min_context = 0);
 
 struct SamplingFlags {
   SamplingParams p;

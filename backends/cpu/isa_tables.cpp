@@ -8,6 +8,7 @@ KernelTable Build(Isa isa, void (*fill_matvec)(KernelTable*), void (*fill_matmul
   t.isa = isa;
   fill_matvec(&t);
   fill_matmul(&t);
+  if (isa != Isa::kNeon && AttendHeadAvx2() != nullptr) t.attend = AttendHeadAvx2();  // AVX2+FMA+F16C
   return t;
 }
 

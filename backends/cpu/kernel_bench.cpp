@@ -10,7 +10,7 @@
 #include "backends/cpu/huge_buffer.h"
 #include "backends/cpu/packed.h"
 #include "backends/cpu/test_data.h"
-#include "backends/cpu/thread_pool.h"
+#include "core/thread_pool.h"
 #include "core/cpu_features.h"
 #include "core/timer.h"
 

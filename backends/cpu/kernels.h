@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/cpu/attention.h"  // AttendHeadFn
+
 namespace fak::cpu {
 
 // Weight formats with kernels. Activations are f32 for kF16/kBF16/kF32, Q8_0 blocks for kQ8_0 and
@@ -58,6 +60,7 @@ struct KernelTable {
   bool packed_native[kNumWeightFormats] = {};     // packed[f] is this level's own SIMD kernel
   QuantizePackedFn quantize_packed[kNumWeightFormats] = {};
   Int8PeakFn int8_peak = nullptr;
+  AttendHeadFn attend = nullptr;  // one query head over paged f16/f32 keys and values
 };
 
 // The table in use: the best level the CPU supports, or FAK_ISA's choice.

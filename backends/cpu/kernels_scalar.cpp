@@ -65,6 +65,7 @@ KernelTable MakeTable() {
   t.matvec[5] = MatVec<DotF32>, t.matmul[5] = MatMul<DotF32>;
   FillScalarPacked(&t);
   t.int8_peak = Int8Peak;
+  t.attend = AttendHeadPortable;
   return t;
 }
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels.h"
-#include "backends/cpu/thread_pool.h"
+#include "core/thread_pool.h"
 #include "core/status.h"
 #include "quant/ggml_type.h"
 

@@ -10,7 +10,7 @@
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/packed.h"
 #include "backends/cpu/test_data.h"
-#include "backends/cpu/thread_pool.h"
+#include "core/thread_pool.h"
 #include "core/timer.h"
 
 namespace fak::cpu {

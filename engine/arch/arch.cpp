@@ -4,11 +4,14 @@
 
 namespace fak {
 
-const Architecture* FindArchitecture(const std::string& arch) {
-  static const Architecture* const kRegistry[] = {
+std::vector<const Architecture*> Architectures() {
+  return {
       &LlamaFamily(),
   };
-  for (const Architecture* a : kRegistry) {
+}
+
+const Architecture* FindArchitecture(const std::string& arch) {
+  for (const Architecture* a : Architectures()) {
     if (std::find(a->handles.begin(), a->handles.end(), arch) != a->handles.end()) return a;
   }
   return nullptr;

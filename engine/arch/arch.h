@@ -1,43 +1,75 @@
-// The architecture seam: each family is one file that binds its tensors and runs its forward pass,
-// registered in one table (arch.cpp). Size variants are data (ModelConfig), not code.
+// The architecture seam: each family is one file (engine/arch/NAME.cpp) that owns its names, its
+// tensor list (which the loader, the HF name map and the GGUF writer all read), its per-layer cache
+// kinds and its forward pass, written only as Backend calls. It registers itself in one table
+// (arch.cpp). Size variants are data (ModelConfig), not code.
 #pragma once
 
 #include <cstdint>
-#include <span>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "backends/cpu/thread_pool.h"
 #include "core/status.h"
-#include "engine/kv_cache.h"
 #include "engine/model.h"
-#include "engine/weight_loader.h"
+#include "formats/model_config.h"
+#include "ops/backend.h"
 
 namespace fak {
 
-// Per-session scratch for a forward pass, grown on demand.
-struct ForwardScratch {
-  std::vector<float> x, xn, q, k, v, attn, o, gate, up, down, scores, logits_in;
+enum class TensorRole {
+  kMatrix,     // multiplied by activations
+  kEmbedding,  // token_embd: looked up by row; doubles as the output matrix when tied
+  kOutput,     // the output projection; absent when tied to the embedding
+  kNorm,       // f32 vector
+  kBias,       // f32 vector
 };
 
-struct ForwardRequest {
-  std::span<const int32_t> tokens;  // positions kv.size() .. kv.size() + tokens.size() - 1
-  bool all_logits = false;          // logits for every token, else only the last
-  float* logits = nullptr;          // (all_logits ? tokens.size() : 1, vocab)
+// One tensor the architecture reads, by its GGUF name. Matrices are (rows, cols) with GGUF shape
+// {cols, rows}; vectors have rows == 1.
+struct TensorSpec {
+  std::string name;   // "blk.3.attn_q.weight"
+  int64_t rows = 1;
+  int64_t cols = 0;
+  TensorRole role = TensorRole::kMatrix;
+  const char* what = "";  // the shape's meaning, for errors: "n_head*head_dim x d_model"
+  bool optional = false;  // may be absent from the file (kOutput: then tied)
+};
+
+// What one layer keeps per sequence: keys and values in KV pages, or a fixed-size recurrent state.
+struct LayerCache {
+  enum Kind { kKv, kState } kind = kKv;
+  size_t state_bytes = 0;
+};
+
+// A loaded model bound to one backend: its weights as backend handles, its activations, and the
+// forward pass.
+class ArchInstance {
+ public:
+  virtual ~ArchInstance() = default;
+  // Allocates activations for batches of up to max_rows rows with up to max_out logits rows.
+  virtual Status Reserve(int64_t max_rows, int64_t max_out) = 0;
+  // Queues the forward pass of `batch` (set on the backend already): writes every row's keys and
+  // values into the KV store and the logits of batch.out_rows into logits (n_out, vocab).
+  virtual void Forward(const BatchPlan& batch, int32_t kv, Tensor logits) = 0;
 };
 
 struct Architecture {
   const char* name;
-  std::vector<std::string> handles;  // ModelConfig::arch values
-  // Binds every weight through the loader (called once to plan, once to load).
-  Status (*bind)(Model& model, WeightLoader& loader);
-  // Runs the tokens, appends their keys/values to kv, writes logits.
-  Status (*forward)(const Model& model, KvSequence& kv, const ForwardRequest& request, ForwardScratch& scratch,
-                    cpu::ThreadPool& pool);
+  std::vector<std::string> handles;  // ModelConfig::arch values (HF model_type, GGUF general.architecture)
+  // HF tensor names to GGUF ones: whole names, and per-layer suffixes under "model.layers.N.".
+  std::vector<std::pair<const char*, const char*>> hf_top, hf_layer;
+  // Every tensor a model of this config has, in the order fak writes them.
+  std::vector<TensorSpec> (*tensors)(const ModelConfig& c);
+  std::vector<LayerCache> (*caches)(const ModelConfig& c);
+  // Binds a loaded model's weights to a backend (checked once, here).
+  Result<std::unique_ptr<ArchInstance>> (*instantiate)(const Model& model, Backend& backend);
 };
 
 // nullptr when no registered architecture handles `arch`.
 const Architecture* FindArchitecture(const std::string& arch);
+// Every registered architecture.
+std::vector<const Architecture*> Architectures();
 
 // Registered architectures (one line each in arch.cpp).
 const Architecture& LlamaFamily();

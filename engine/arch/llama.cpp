@@ -1,167 +1,221 @@
 // The Llama family: Llama 2/3 (GQA, RoPE with llama3/linear/YaRN scaling, SwiGLU, RMSNorm, tied or
 // untied output), Qwen2 (q/k/v biases) and Qwen3 (per-head q/k RMSNorm). One forward pass covers all
-// of them; which pieces run is decided by the tensors the model has.
+// of them; which pieces run is decided by the tensors the model has. Every llama tensor name lives
+// in this file.
 #include <cmath>
-#include <cstring>
 
 #include "engine/arch/arch.h"
-#include "ops/attention.h"
-#include "ops/cpu_ops.h"
 
 namespace fak {
 namespace {
 
-Status BindLlama(Model& m, WeightLoader& ld) {
-  const ModelConfig& c = m.config;
-  const int64_t d = c.d_model, hd = c.head_dim, q_dim = c.n_head * hd, kv_dim = c.n_kv_head * hd;
-  FAK_ASSIGN_OR_RETURN(m.output_norm, ld.Vector("output_norm.weight", d, "d_model"));
-  if (ld.Has("output.weight")) {
-    FAK_ASSIGN_OR_RETURN(m.token_embd, ld.Matrix("token_embd.weight", c.vocab_size, d, "vocab x d_model", true));
-    m.embd_as = m.token_embd.type;
-    m.lookup_only_bytes = static_cast<uint64_t>(m.token_embd.rows) * m.token_embd.row_bytes;
-    FAK_ASSIGN_OR_RETURN(m.output, ld.Matrix("output.weight", c.vocab_size, d, "vocab x d_model"));
-  } else {
-    FAK_ASSIGN_OR_RETURN(auto tied, ld.TiedEmbedding("token_embd.weight", c.vocab_size, d, "vocab x d_model"));
-    m.token_embd = tied.lookup;
-    m.embd_as = tied.lookup_as;
-    m.output = tied.output;
-    m.lookup_only_bytes = 0;
-  }
-  m.layers.resize(static_cast<size_t>(c.n_layer));
-  for (int64_t i = 0; i < c.n_layer; ++i) {
-    LayerWeights& L = m.layers[static_cast<size_t>(i)];
-    const std::string p = "blk." + std::to_string(i) + ".";
-    FAK_ASSIGN_OR_RETURN(L.attn_norm, ld.Vector(p + "attn_norm.weight", d, "d_model"));
-    FAK_ASSIGN_OR_RETURN(L.wq, ld.Matrix(p + "attn_q.weight", q_dim, d, "n_head*head_dim x d_model"));
-    FAK_ASSIGN_OR_RETURN(L.wk, ld.Matrix(p + "attn_k.weight", kv_dim, d, "n_kv_head*head_dim x d_model"));
-    FAK_ASSIGN_OR_RETURN(L.wv, ld.Matrix(p + "attn_v.weight", kv_dim, d, "n_kv_head*head_dim x d_model"));
-    FAK_ASSIGN_OR_RETURN(L.wo, ld.Matrix(p + "attn_output.weight", d, q_dim, "d_model x n_head*head_dim"));
-    FAK_ASSIGN_OR_RETURN(L.bq, ld.OptionalVector(p + "attn_q.bias", q_dim, "n_head*head_dim"));
-    FAK_ASSIGN_OR_RETURN(L.bk, ld.OptionalVector(p + "attn_k.bias", kv_dim, "n_kv_head*head_dim"));
-    FAK_ASSIGN_OR_RETURN(L.bv, ld.OptionalVector(p + "attn_v.bias", kv_dim, "n_kv_head*head_dim"));
-    if (c.qk_norm) {
-      FAK_ASSIGN_OR_RETURN(L.q_norm, ld.Vector(p + "attn_q_norm.weight", hd, "head_dim"));
-      FAK_ASSIGN_OR_RETURN(L.k_norm, ld.Vector(p + "attn_k_norm.weight", hd, "head_dim"));
-    }
-    FAK_ASSIGN_OR_RETURN(L.ffn_norm, ld.Vector(p + "ffn_norm.weight", d, "d_model"));
-    FAK_ASSIGN_OR_RETURN(L.w_gate, ld.Matrix(p + "ffn_gate.weight", c.d_ffn, d, "d_ffn x d_model"));
-    FAK_ASSIGN_OR_RETURN(L.w_up, ld.Matrix(p + "ffn_up.weight", c.d_ffn, d, "d_ffn x d_model"));
-    FAK_ASSIGN_OR_RETURN(L.w_down, ld.Matrix(p + "ffn_down.weight", d, c.d_ffn, "d_model x d_ffn"));
-  }
-  if (c.qkv_bias && !m.layers.empty() && !m.layers[0].bq.present()) {
-    return NotFound("missing tensor 'blk.0.attn_q.bias' (the config declares q/k/v biases)");
-  }
-  return Status::Ok();
-}
+// Per-layer tensors: GGUF suffix under "blk.N.", HF suffix under "model.layers.N.".
+enum LayerTensor {
+  kAttnNorm, kWq, kWk, kWv, kBq, kBk, kBv, kQNorm, kKNorm, kWo, kFfnNorm, kGate, kUp, kDown, kNumLayerTensors
+};
+// clang-format off
+constexpr std::pair<const char*, const char*> kLayerNames[kNumLayerTensors] = {
+    {"attn_norm.weight",   "input_layernorm.weight"},
+    {"attn_q.weight",      "self_attn.q_proj.weight"},
+    {"attn_k.weight",      "self_attn.k_proj.weight"},
+    {"attn_v.weight",      "self_attn.v_proj.weight"},
+    {"attn_q.bias",        "self_attn.q_proj.bias"},
+    {"attn_k.bias",        "self_attn.k_proj.bias"},
+    {"attn_v.bias",        "self_attn.v_proj.bias"},
+    {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+    {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"ffn_norm.weight",    "post_attention_layernorm.weight"},
+    {"ffn_gate.weight",    "mlp.gate_proj.weight"},
+    {"ffn_up.weight",      "mlp.up_proj.weight"},
+    {"ffn_down.weight",    "mlp.down_proj.weight"},
+};
+// clang-format on
+constexpr const char* kEmbd = "token_embd.weight";
+constexpr const char* kOutNorm = "output_norm.weight";
+constexpr const char* kOut = "output.weight";
 
-void Grow(std::vector<float>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-}
+std::string LayerName(int64_t l, LayerTensor t) { return "blk." + std::to_string(l) + "." + kLayerNames[t].first; }
 
-Status ForwardLlama(const Model& m, KvSequence& kv, const ForwardRequest& req, ForwardScratch& s,
-                    cpu::ThreadPool& pool) {
-  const ModelConfig& c = m.config;
-  const int64_t T = static_cast<int64_t>(req.tokens.size());
-  if (T == 0) return InvalidArgument("forward pass with no tokens");
-  const int64_t d = c.d_model, hd = c.head_dim, nh = c.n_head, nkv = c.n_kv_head;
-  const int64_t q_dim = nh * hd, kv_dim = nkv * hd, group = nh / nkv;
-  const int64_t pos0 = kv.size();
-  const int64_t rot_dim = static_cast<int64_t>(m.rope_inv_freq.size()) * 2;
-  const float eps = static_cast<float>(c.norm_eps);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const float rope_factor = static_cast<float>(m.rope_attn_factor);
-  FAK_RETURN_IF_ERROR(kv.Reserve(pos0 + T));
-
-  Grow(s.x, T * d);
-  Grow(s.xn, T * d);
-  Grow(s.q, T * q_dim);
-  Grow(s.k, T * kv_dim);
-  Grow(s.v, T * kv_dim);
-  Grow(s.attn, T * q_dim);
-  Grow(s.o, T * d);
-  Grow(s.gate, T * c.d_ffn);
-  Grow(s.up, T * c.d_ffn);
-  Grow(s.scores, static_cast<size_t>(pool.size()) * static_cast<size_t>(pos0 + T));
-
-  for (int64_t t = 0; t < T; ++t) FAK_RETURN_IF_ERROR(ops::EmbeddingRow(m.token_embd, req.tokens[t], &s.x[t * d], m.embd_as));
-
-  const ops::AttendHeadFn attend = ops::AttendHead();
-  KvPagePool& kvp = kv.pool();
-  const bool kv_f32 = kvp.geometry().f32;
-  const size_t n_pages = kv.pages().size();
-  std::vector<const uint16_t*> kp(static_cast<size_t>(nkv) * n_pages), vp(kp.size());
-
+std::vector<TensorSpec> LlamaTensors(const ModelConfig& c) {
+  const int64_t d = c.d_model, hd = c.head_dim, q = c.n_head * hd, kv = c.n_kv_head * hd, ffn = c.d_ffn;
+  using R = TensorRole;
+  std::vector<TensorSpec> out;
+  out.push_back({kEmbd, c.vocab_size, d, R::kEmbedding, "vocab x d_model"});
   for (int64_t l = 0; l < c.n_layer; ++l) {
-    const LayerWeights& L = m.layers[static_cast<size_t>(l)];
-    ops::RmsNorm(s.x.data(), L.attn_norm.f32(), s.xn.data(), T, d, eps);
-    FAK_RETURN_IF_ERROR(ops::MatMul(L.wq, s.xn.data(), T, s.q.data(), pool));
-    FAK_RETURN_IF_ERROR(ops::MatMul(L.wk, s.xn.data(), T, s.k.data(), pool));
-    FAK_RETURN_IF_ERROR(ops::MatMul(L.wv, s.xn.data(), T, s.v.data(), pool));
-    if (L.bq.present()) ops::AddBias(s.q.data(), L.bq.f32(), T, q_dim);
-    if (L.bk.present()) ops::AddBias(s.k.data(), L.bk.f32(), T, kv_dim);
-    if (L.bv.present()) ops::AddBias(s.v.data(), L.bv.f32(), T, kv_dim);
-    if (L.q_norm.present()) ops::RmsNorm(s.q.data(), L.q_norm.f32(), s.q.data(), T * nh, hd, eps);
-    if (L.k_norm.present()) ops::RmsNorm(s.k.data(), L.k_norm.f32(), s.k.data(), T * nkv, hd, eps);
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t pos = pos0 + t;
-      ops::Rope(&s.q[t * q_dim], nh, hd, rot_dim, pos, m.rope_inv_freq.data(), m.rope_neox, rope_factor);
-      ops::Rope(&s.k[t * kv_dim], nkv, hd, rot_dim, pos, m.rope_inv_freq.data(), m.rope_neox, rope_factor);
-      for (int64_t h = 0; h < nkv; ++h) {
-        const float* ks = &s.k[t * kv_dim + h * hd];
-        const float* vs = &s.v[t * kv_dim + h * hd];
-        if (kv_f32) {
-          std::memcpy(kv.Key(pos, l, h), ks, static_cast<size_t>(hd) * 4);
-          std::memcpy(kv.Value(pos, l, h), vs, static_cast<size_t>(hd) * 4);
-          continue;
-        }
-        uint16_t* kd = kv.Key(pos, l, h);
-        uint16_t* vd = kv.Value(pos, l, h);
-        for (int64_t i = 0; i < hd; ++i) {
-          kd[i] = ops::FloatToHalf(ks[i]);
-          vd[i] = ops::FloatToHalf(vs[i]);
-        }
-      }
+    auto add = [&](LayerTensor t, int64_t rows, int64_t cols, R role, const char* what) {
+      out.push_back({LayerName(l, t), rows, cols, role, what});
+    };
+    add(kAttnNorm, 1, d, R::kNorm, "d_model");
+    add(kWq, q, d, R::kMatrix, "n_head*head_dim x d_model");
+    add(kWk, kv, d, R::kMatrix, "n_kv_head*head_dim x d_model");
+    add(kWv, kv, d, R::kMatrix, "n_kv_head*head_dim x d_model");
+    if (c.qkv_bias) {
+      add(kBq, 1, q, R::kBias, "n_head*head_dim");
+      add(kBk, 1, kv, R::kBias, "n_kv_head*head_dim");
+      add(kBv, 1, kv, R::kBias, "n_kv_head*head_dim");
     }
-    for (int64_t h = 0; h < nkv; ++h) {
-      for (size_t p = 0; p < n_pages; ++p) {
-        kp[h * n_pages + p] = kvp.Keys(kv.pages()[p], l, h);
-        vp[h * n_pages + p] = kvp.Values(kv.pages()[p], l, h);
-      }
+    if (c.qk_norm) {
+      add(kQNorm, 1, hd, R::kNorm, "head_dim");
+      add(kKNorm, 1, hd, R::kNorm, "head_dim");
     }
-    // One (token, head) pair per work item; every pair reads only the cache, so chunking the prompt
-    // differently gives the same result.
-    const int64_t page_tokens = kvp.geometry().page_tokens;
-    const int64_t stride = pos0 + T;
-    pool.Run([&](int tid, int nt) {
-      float* scores = &s.scores[static_cast<size_t>(tid) * static_cast<size_t>(stride)];
-      for (int64_t item = tid; item < T * nh; item += nt) {
-        const int64_t t = item / nh, h = item % nh, g = h / group;
-        ops::HeadKv hk{&kp[g * n_pages], &vp[g * n_pages], page_tokens, kv_f32};
-        attend(&s.q[t * q_dim + h * hd], hd, hk, pos0 + t + 1, scale, scores, &s.attn[t * q_dim + h * hd]);
-      }
-    });
-    FAK_RETURN_IF_ERROR(ops::MatMul(L.wo, s.attn.data(), T, s.o.data(), pool));
-    for (int64_t i = 0; i < T * d; ++i) s.x[i] += s.o[i];
-
-    ops::RmsNorm(s.x.data(), L.ffn_norm.f32(), s.xn.data(), T, d, eps);
-    FAK_RETURN_IF_ERROR(ops::MatMul(L.w_gate, s.xn.data(), T, s.gate.data(), pool));
-    FAK_RETURN_IF_ERROR(ops::MatMul(L.w_up, s.xn.data(), T, s.up.data(), pool));
-    ops::SiluMul(s.gate.data(), s.up.data(), T * c.d_ffn);
-    FAK_RETURN_IF_ERROR(ops::MatMul(L.w_down, s.gate.data(), T, s.o.data(), pool));
-    for (int64_t i = 0; i < T * d; ++i) s.x[i] += s.o[i];
+    add(kWo, d, q, R::kMatrix, "d_model x n_head*head_dim");
+    add(kFfnNorm, 1, d, R::kNorm, "d_model");
+    add(kGate, ffn, d, R::kMatrix, "d_ffn x d_model");
+    add(kUp, ffn, d, R::kMatrix, "d_ffn x d_model");
+    add(kDown, d, ffn, R::kMatrix, "d_model x d_ffn");
   }
-  kv.Commit(pos0 + T);
+  out.push_back({kOutNorm, 1, d, R::kNorm, "d_model"});
+  out.push_back({kOut, c.vocab_size, d, R::kOutput, "vocab x d_model", /*optional=*/c.tied_embeddings});
+  return out;
+}
 
-  const int64_t n_out = req.all_logits ? T : 1;
-  const float* last = &s.x[(T - n_out) * d];
-  ops::RmsNorm(last, m.output_norm.f32(), s.xn.data(), n_out, d, eps);
-  return ops::MatMul(m.output, s.xn.data(), n_out, req.logits, pool);
+std::vector<LayerCache> LlamaCaches(const ModelConfig& c) {
+  return std::vector<LayerCache>(static_cast<size_t>(c.n_layer), LayerCache{LayerCache::kKv});
+}
+
+struct Layer {
+  BoundWeight w[kNumLayerTensors];
+};
+
+class Llama final : public ArchInstance {
+ public:
+  Llama(const ModelConfig& c, Backend& be) : c_(c), be_(be) {}
+  ~Llama() override {
+    for (Tensor* t : {&x_, &xn_, &q_, &k_, &v_, &attn_, &o_, &gate_, &up_, &out_x_, &out_xn_}) {
+      if (t->data != nullptr) be_.Free(*t);
+    }
+  }
+
+  Status Bind(const Model& m) {
+    const int64_t d = c_.d_model;
+    FAK_ASSIGN_OR_RETURN(embd_, be_.BindEmbedding(m.Get(kEmbd), m.embd_as));
+    FAK_ASSIGN_OR_RETURN(out_norm_, be_.BindVector(m.Get(kOutNorm)));
+    FAK_ASSIGN_OR_RETURN(out_, be_.BindMatrix(m.Get(kOut)));
+    if (embd_.cols != d || out_.rows != c_.vocab_size) return Internal("embedding/output shapes disagree");
+    layers_.resize(static_cast<size_t>(c_.n_layer));
+    for (int64_t l = 0; l < c_.n_layer; ++l) {
+      for (int t = 0; t < kNumLayerTensors; ++t) {
+        const Weight& w = m.Get(LayerName(l, static_cast<LayerTensor>(t)));
+        if (!w.present()) continue;  // biases and q/k norms are optional
+        const bool vector = t == kAttnNorm || t == kFfnNorm || t == kBq || t == kBk || t == kBv || t == kQNorm ||
+                            t == kKNorm;
+        auto b = vector ? be_.BindVector(w) : be_.BindMatrix(w);
+        if (!b.ok()) return b.status().WithContext(LayerName(l, static_cast<LayerTensor>(t)));
+        layers_[static_cast<size_t>(l)].w[t] = *b;
+      }
+    }
+    RopeSpec rope{m.rope_inv_freq, m.rope_neox, static_cast<float>(m.rope_attn_factor)};
+    FAK_ASSIGN_OR_RETURN(rope_, be_.BindRope(rope));
+    return Status::Ok();
+  }
+
+  Status Reserve(int64_t max_rows, int64_t max_out) override {
+    if (max_rows > rows_) {
+      const int64_t n = max_rows, q = c_.n_head * c_.head_dim, kv = c_.n_kv_head * c_.head_dim;
+      FAK_RETURN_IF_ERROR(Realloc(x_, n, c_.d_model));
+      FAK_RETURN_IF_ERROR(Realloc(xn_, n, c_.d_model));
+      FAK_RETURN_IF_ERROR(Realloc(q_, n, q));
+      FAK_RETURN_IF_ERROR(Realloc(k_, n, kv));
+      FAK_RETURN_IF_ERROR(Realloc(v_, n, kv));
+      FAK_RETURN_IF_ERROR(Realloc(attn_, n, q));
+      FAK_RETURN_IF_ERROR(Realloc(o_, n, c_.d_model));
+      FAK_RETURN_IF_ERROR(Realloc(gate_, n, c_.d_ffn));
+      FAK_RETURN_IF_ERROR(Realloc(up_, n, c_.d_ffn));
+      rows_ = max_rows;
+    }
+    if (max_out > outs_) {
+      FAK_RETURN_IF_ERROR(Realloc(out_x_, max_out, c_.d_model));
+      FAK_RETURN_IF_ERROR(Realloc(out_xn_, max_out, c_.d_model));
+      outs_ = max_out;
+    }
+    return Status::Ok();
+  }
+
+  void Forward(const BatchPlan& b, int32_t kv, Tensor logits) override {
+    const int64_t n = static_cast<int64_t>(b.tokens.size()), n_out = static_cast<int64_t>(b.out_rows.size());
+    const int64_t hd = c_.head_dim;
+    const float eps = static_cast<float>(c_.norm_eps), scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    // Views of this batch's rows.
+    const Tensor x = x_.Rows(0, n), xn = xn_.Rows(0, n), q = q_.Rows(0, n), k = k_.Rows(0, n), v = v_.Rows(0, n);
+    const Tensor attn = attn_.Rows(0, n), o = o_.Rows(0, n), gate = gate_.Rows(0, n), up = up_.Rows(0, n);
+    be_.Embed(embd_, x);
+    for (int64_t l = 0; l < c_.n_layer; ++l) {
+      const BoundWeight* w = layers_[static_cast<size_t>(l)].w;
+      // Attention block.
+      be_.RmsNorm(x, w[kAttnNorm], xn, eps);
+      be_.MatMul(w[kWq], xn, q);
+      be_.MatMul(w[kWk], xn, k);
+      be_.MatMul(w[kWv], xn, v);
+      if (w[kBq].present()) be_.AddRow(q, w[kBq]);
+      if (w[kBk].present()) be_.AddRow(k, w[kBk]);
+      if (w[kBv].present()) be_.AddRow(v, w[kBv]);
+      if (w[kQNorm].present()) be_.RmsNorm(q.Reshaped(hd), w[kQNorm], q.Reshaped(hd), eps);
+      if (w[kKNorm].present()) be_.RmsNorm(k.Reshaped(hd), w[kKNorm], k.Reshaped(hd), eps);
+      be_.Rope(q, hd, rope_);
+      be_.Rope(k, hd, rope_);
+      be_.KvWrite(kv, l, k, v);
+      be_.Attention(kv, l, q, scale, attn);
+      be_.MatMul(w[kWo], attn, o);
+      be_.Add(x, o);
+      // FFN block.
+      be_.RmsNorm(x, w[kFfnNorm], xn, eps);
+      be_.MatMul(w[kGate], xn, gate);
+      be_.MatMul(w[kUp], xn, up);
+      be_.SiluMul(gate, up);
+      be_.MatMul(w[kDown], gate, o);
+      be_.Add(x, o);
+    }
+    if (n_out == 0) return;
+    const Tensor ox = out_x_.Rows(0, n_out), oxn = out_xn_.Rows(0, n_out);
+    be_.GatherOutRows(x, ox);
+    be_.RmsNorm(ox, out_norm_, oxn, eps);
+    be_.MatMul(out_, oxn, logits.Rows(0, n_out));
+  }
+
+ private:
+  Status Realloc(Tensor& t, int64_t rows, int64_t cols) {
+    if (t.data != nullptr) be_.Free(t);
+    t = {};
+    FAK_ASSIGN_OR_RETURN(t, be_.Alloc(rows, cols));
+    return Status::Ok();
+  }
+
+  const ModelConfig& c_;
+  Backend& be_;
+  BoundWeight embd_, out_norm_, out_;
+  std::vector<Layer> layers_;
+  int32_t rope_ = -1;
+  int64_t rows_ = 0, outs_ = 0;
+  // Activations: (rows, d_model) x, xn, o; (rows, n_head*hd) q, attn; (rows, n_kv*hd) k, v;
+  // (rows, d_ffn) gate, up; (outs, d_model) out_x, out_xn.
+  Tensor x_, xn_, q_, k_, v_, attn_, o_, gate_, up_, out_x_, out_xn_;
+};
+
+Result<std::unique_ptr<ArchInstance>> InstantiateLlama(const Model& m, Backend& be) {
+  auto a = std::make_unique<Llama>(m.config, be);
+  FAK_RETURN_IF_ERROR(a->Bind(m));
+  return std::unique_ptr<ArchInstance>(std::move(a));
+}
+
+std::vector<std::pair<const char*, const char*>> HfLayerNames() {
+  std::vector<std::pair<const char*, const char*>> out;
+  for (const auto& [gguf, hf] : kLayerNames) out.emplace_back(hf, gguf);
+  return out;
 }
 
 }  // namespace
 
 const Architecture& LlamaFamily() {
-  static const Architecture arch{"llama-family", {"llama", "qwen2", "qwen3"}, &BindLlama, &ForwardLlama};
+  static const Architecture arch{
+      "llama-family",
+      {"llama", "qwen2", "qwen3"},
+      {{"model.embed_tokens.weight", kEmbd}, {"model.norm.weight", kOutNorm}, {"lm_head.weight", kOut}},
+      HfLayerNames(),
+      &LlamaTensors,
+      &LlamaCaches,
+      &InstantiateLlama,
+  };
   return arch;
 }
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "backends/cpu/thread_pool.h"
+#include "core/thread_pool.h"
 #include "core/status.h"
 #include "engine/convert/quant_mix.h"
 #include "formats/gguf_writer.h"
@@ -34,7 +34,7 @@ using RowFn = std::function<Status(int64_t row, float* dst)>;
 
 // A GgufWriter producer for a (rows, cols) tensor of `type`: rows are split across the pool, each
 // made by row_fn into a per-thread f32 buffer and quantized straight into the output.
-GgufWriter::Producer RowProducer(cpu::ThreadPool& pool, GgmlType type, int64_t rows, int64_t cols,
+GgufWriter::Producer RowProducer(ThreadPool& pool, GgmlType type, int64_t rows, int64_t cols,
                                  RowFn row_fn);
 
 // Tells the caller which tensor is being produced (progress lines).

@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "engine/arch/arch.h"  // FindArchitecture, TensorSpec
+
 namespace fak::convert {
 namespace {
 
@@ -60,35 +62,21 @@ Result<ModelConfig> ConfigForGeometry(const SynthGeometry& g, std::string_view a
 }
 
 std::vector<PlannedTensor> PlanTensors(const ModelConfig& c) {
-  using U = uint64_t;
-  const U d = static_cast<U>(c.d_model), ffn = static_cast<U>(c.d_ffn), vocab = static_cast<U>(c.vocab_size);
-  const U q = static_cast<U>(c.n_head * c.head_dim), kv = static_cast<U>(c.n_kv_head * c.head_dim);
-  const U hd = static_cast<U>(c.head_dim);
   std::vector<PlannedTensor> out;
-  out.push_back({"token_embd.weight", {d, vocab}, TensorKind::kMatrix});
-  for (int64_t l = 0; l < c.n_layer; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    out.push_back({p + "attn_norm.weight", {d}, TensorKind::kNorm});
-    out.push_back({p + "attn_q.weight", {d, q}, TensorKind::kMatrix});
-    out.push_back({p + "attn_k.weight", {d, kv}, TensorKind::kMatrix});
-    out.push_back({p + "attn_v.weight", {d, kv}, TensorKind::kMatrix});
-    if (c.qkv_bias) {
-      out.push_back({p + "attn_q.bias", {q}, TensorKind::kBias});
-      out.push_back({p + "attn_k.bias", {kv}, TensorKind::kBias});
-      out.push_back({p + "attn_v.bias", {kv}, TensorKind::kBias});
+  const Architecture* arch = FindArchitecture(c.arch);
+  if (arch == nullptr) return out;
+  for (const TensorSpec& t : arch->tensors(c)) {
+    const auto rows = static_cast<uint64_t>(t.rows), cols = static_cast<uint64_t>(t.cols);
+    switch (t.role) {
+      case TensorRole::kOutput:
+        if (c.tied_embeddings) continue;
+        [[fallthrough]];
+      case TensorRole::kEmbedding:
+      case TensorRole::kMatrix: out.push_back({t.name, {cols, rows}, TensorKind::kMatrix}); break;
+      case TensorRole::kNorm: out.push_back({t.name, {cols}, TensorKind::kNorm}); break;
+      case TensorRole::kBias: out.push_back({t.name, {cols}, TensorKind::kBias}); break;
     }
-    if (c.qk_norm) {
-      out.push_back({p + "attn_q_norm.weight", {hd}, TensorKind::kNorm});
-      out.push_back({p + "attn_k_norm.weight", {hd}, TensorKind::kNorm});
-    }
-    out.push_back({p + "attn_output.weight", {q, d}, TensorKind::kMatrix});
-    out.push_back({p + "ffn_norm.weight", {d}, TensorKind::kNorm});
-    out.push_back({p + "ffn_gate.weight", {d, ffn}, TensorKind::kMatrix});
-    out.push_back({p + "ffn_up.weight", {d, ffn}, TensorKind::kMatrix});
-    out.push_back({p + "ffn_down.weight", {ffn, d}, TensorKind::kMatrix});
   }
-  out.push_back({"output_norm.weight", {d}, TensorKind::kNorm});
-  if (!c.tied_embeddings) out.push_back({"output.weight", {d, vocab}, TensorKind::kMatrix});
   return out;
 }
 

@@ -44,8 +44,8 @@ struct PlannedTensor {
   TensorKind kind;
 };
 
-// token_embd, per layer (attn_norm, attn_q/k/v [+ biases | + q/k norms], attn_output, ffn_norm,
-// ffn_gate, ffn_up, ffn_down), output_norm, output (when untied).
+// The architecture's own tensor list (engine/arch), less the output matrix when tied; empty for an
+// architecture fak does not know.
 std::vector<PlannedTensor> PlanTensors(const ModelConfig& c);
 
 }  // namespace fak::convert

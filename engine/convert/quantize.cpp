@@ -42,7 +42,7 @@ GgufWriter::Producer WithProgress(const TensorProgress& progress, size_t i, size
 
 // Adds `t` converted to the type the file type's rule gives it. `source_row` maps an output row to
 // the input row it comes from (the llama q/k permutation); identity when null.
-Status AddConverted(GgufWriter& w, cpu::ThreadPool& pool, FileType ft, const Tensor& t, int64_t n_layer,
+Status AddConverted(GgufWriter& w, ThreadPool& pool, FileType ft, const Tensor& t, int64_t n_layer,
                     bool tied, std::function<int64_t(int64_t)> source_row, const TensorProgress& progress,
                     size_t index, size_t count, ConvertReport& report) {
   const int64_t cols = static_cast<int64_t>(t.shape[0]);
@@ -93,7 +93,7 @@ Status AddConverted(GgufWriter& w, cpu::ThreadPool& pool, FileType ft, const Ten
                      WithProgress(progress, index, count, t.name, RowProducer(pool, target, rows, cols, fn)));
 }
 
-Status GgufToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, cpu::ThreadPool& pool,
+Status GgufToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, ThreadPool& pool,
                   ConvertReport& report) {
   FAK_ASSIGN_OR_RETURN(GgufFile in, GgufFile::Open(o.input));
   GgufWriter w(in.alignment());
@@ -126,7 +126,7 @@ bool IsPermutedForLlama(const std::string& name) {
          name.ends_with(".attn_k.weight") || name.ends_with(".attn_k.bias");
 }
 
-Status HfToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, cpu::ThreadPool& pool,
+Status HfToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, ThreadPool& pool,
                 ConvertReport& report) {
   FAK_ASSIGN_OR_RETURN(std::unique_ptr<WeightSource> src, OpenWeightSource(o.input));
   ModelConfig c = src->config();
@@ -211,7 +211,7 @@ Result<ConvertReport> QuantizeModel(const QuantizeOptions& o) {
   if (!fs::exists(o.input, ec)) return NotFound("{}: no such file or directory", o.input);
   FAK_RETURN_IF_ERROR(CheckOutputPath(o.output));
   if (fs::equivalent(o.input, o.output, ec)) return InvalidArgument("output {} is the input file", o.output);
-  cpu::ThreadPool pool(o.threads > 0 ? o.threads : cpu::DefaultThreadCount(), /*pin=*/false);
+  ThreadPool pool(o.threads > 0 ? o.threads : DefaultThreadCount(), /*pin=*/false);
   ConvertReport report;
   if (fs::is_directory(o.input, ec)) {
     FAK_RETURN_IF_ERROR(HfToGguf(o, ft, pool, report));

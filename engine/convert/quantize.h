@@ -16,7 +16,7 @@ struct QuantizeOptions {
   std::string input;   // a GGUF file, or a folder with config.json, *.safetensors and a tokenizer
   std::string output;  // .gguf path
   std::string type;    // a FileTypeFromName name
-  int threads = 0;     // 0: cpu::DefaultThreadCount()
+  int threads = 0;     // 0: DefaultThreadCount()
   TensorProgress progress;
 };
 

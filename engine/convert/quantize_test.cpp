@@ -148,8 +148,10 @@ std::vector<float> LastLogits(const std::string& path, const std::vector<int32_t
   auto model = LoadModel(path);
   EXPECT_TRUE(model.ok()) << model.status().ToString();
   if (!model.ok()) return {};
-  cpu::ThreadPool pool(1, /*pin=*/false);
-  auto s = Session::Create(**model, pool, SessionOptions{.max_context = 64});
+  auto rt = Runtime::Create(**model, RuntimeOptions{.max_context = 64, .backend = {.threads = 1}});
+  EXPECT_TRUE(rt.ok());
+  if (!rt.ok()) return {};
+  auto s = Session::Create(**rt);
   std::vector<float> logits(static_cast<size_t>((*model)->config.vocab_size));
   EXPECT_TRUE((*s)->Prefill(prompt, logits.data()).ok());
   return logits;

@@ -55,7 +55,7 @@ Result<ConvertReport> Synthesize(const SynthOptions& o) {
   w.SetUint64("fak.synth.seed", o.seed);
   w.SetString("fak.synth.geometry", std::string(g->name));
 
-  cpu::ThreadPool pool(o.threads > 0 ? o.threads : cpu::DefaultThreadCount(), /*pin=*/false);
+  ThreadPool pool(o.threads > 0 ? o.threads : DefaultThreadCount(), /*pin=*/false);
   const std::vector<PlannedTensor> plan = PlanTensors(config);
   ConvertReport report;
   for (size_t i = 0; i < plan.size(); ++i) {

@@ -19,7 +19,7 @@ struct SynthOptions {
   std::string output;     // .gguf path; written as <output>.tmp and renamed
   std::string tokenizer;  // tokenizer.json, its folder, or a GGUF (byte-level BPE with <= 151,936 tokens)
   uint64_t seed = 0;
-  int threads = 0;  // 0: cpu::DefaultThreadCount()
+  int threads = 0;  // 0: DefaultThreadCount()
   TensorProgress progress;
 };
 

@@ -48,8 +48,9 @@ void ExpectWorkingModel(const std::string& path) {
   auto model = LoadModel(path);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   EXPECT_EQ((*model)->config.vocab_size, kSynthVocab);
-  cpu::ThreadPool pool(2, /*pin=*/false);
-  auto session = Session::Create(**model, pool, SessionOptions{.max_context = 64});
+  auto rt = Runtime::Create(**model, RuntimeOptions{.max_context = 64, .backend = {.threads = 2}});
+  ASSERT_TRUE(rt.ok());
+  auto session = Session::Create(**rt);
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   std::vector<float> a(kSynthVocab), b(kSynthVocab);
   const std::vector<int32_t> p1 = {9707, 11, 1879, 0};  // "Hello, world!"

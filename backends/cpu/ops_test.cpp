@@ -5,8 +5,10 @@
 #include <random>
 #include <vector>
 
-#include "ops/attention.h"
-#include "ops/cpu_ops.h"
+#include "backends/cpu/attention.h"
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/ops.h"
 
 namespace fak {
 namespace {
@@ -23,7 +25,7 @@ TEST(Ops, RmsNormMatchesDoubleReference) {
   const int64_t rows = 3, n = 100;
   auto x = Random(rows * n, 1), w = Random(n, 2);
   std::vector<float> y(rows * n);
-  ops::RmsNorm(x.data(), w.data(), y.data(), rows, n, 1e-6f);
+  cpu::RmsNorm(x.data(), w.data(), y.data(), rows, n, 1e-6f);
   for (int64_t r = 0; r < rows; ++r) {
     double ss = 0;
     for (int64_t i = 0; i < n; ++i) ss += double(x[r * n + i]) * x[r * n + i];
@@ -39,10 +41,10 @@ TEST(Ops, RopeRotatesPairsAndKeepsNorms) {
   for (bool neox : {true, false}) {
     auto x = Random(heads * hd, 3);
     auto at0 = x;
-    ops::Rope(at0.data(), heads, hd, hd, 0, inv.data(), neox, 1.0f);
+    cpu::Rope(at0.data(), heads, hd, hd, 0, inv.data(), neox, 1.0f);
     EXPECT_EQ(at0, x);  // position 0 is the identity
     auto y = x;
-    ops::Rope(y.data(), heads, hd, hd, 7, inv.data(), neox, 1.0f);
+    cpu::Rope(y.data(), heads, hd, hd, 7, inv.data(), neox, 1.0f);
     for (int64_t h = 0; h < heads; ++h) {
       for (int64_t i = 0; i < hd / 2; ++i) {
         const int64_t a = h * hd + (neox ? i : 2 * i), b = h * hd + (neox ? i + hd / 2 : 2 * i + 1);
@@ -56,7 +58,7 @@ TEST(Ops, RopeRotatesPairsAndKeepsNorms) {
 
 TEST(Ops, SiluMul) {
   std::vector<float> g = {-2.0f, 0.0f, 3.0f}, u = {1.0f, 5.0f, -2.0f};
-  ops::SiluMul(g.data(), u.data(), 3);
+  cpu::SiluMul(g.data(), u.data(), 3);
   EXPECT_NEAR(g[0], -2.0 / (1 + std::exp(2.0)), 1e-6);
   EXPECT_EQ(g[1], 0.0f);
   EXPECT_NEAR(g[2], -2.0 * 3.0 / (1 + std::exp(-3.0)), 1e-5);
@@ -70,29 +72,29 @@ TEST(Ops, AttentionVariantsMatchDoubleSoftmax) {
   std::vector<std::vector<uint16_t>> kp(n_pages, std::vector<uint16_t>(page * hd)), vp = kp;
   for (int64_t j = 0; j < n_ctx; ++j) {
     for (int64_t d = 0; d < hd; ++d) {
-      kp[j / page][(j % page) * hd + d] = ops::FloatToHalf(kf[j * hd + d]);
-      vp[j / page][(j % page) * hd + d] = ops::FloatToHalf(vf[j * hd + d]);
+      kp[j / page][(j % page) * hd + d] = cpu::FloatToHalf(kf[j * hd + d]);
+      vp[j / page][(j % page) * hd + d] = cpu::FloatToHalf(vf[j * hd + d]);
     }
   }
   std::vector<const uint16_t*> kptr, vptr;
   for (int64_t p = 0; p < n_pages; ++p) kptr.push_back(kp[p].data()), vptr.push_back(vp[p].data());
-  ops::HeadKv kv{kptr.data(), vptr.data(), page};
+  cpu::HeadKv kv{kptr.data(), vptr.data(), page};
   const float scale = 1.0f / 8.0f;
   std::vector<double> s(n_ctx), want(hd, 0.0);
   double mx = -1e300, sum = 0;
   for (int64_t j = 0; j < n_ctx; ++j) {
     double dot = 0;
-    for (int64_t d = 0; d < hd; ++d) dot += double(q[d]) * ops::HalfToFloat(kp[j / page][(j % page) * hd + d]);
+    for (int64_t d = 0; d < hd; ++d) dot += double(q[d]) * cpu::HalfToFloat(kp[j / page][(j % page) * hd + d]);
     s[j] = dot * scale;
     mx = std::max(mx, s[j]);
   }
   for (int64_t j = 0; j < n_ctx; ++j) sum += (s[j] = std::exp(s[j] - mx));
   for (int64_t j = 0; j < n_ctx; ++j) {
-    for (int64_t d = 0; d < hd; ++d) want[d] += s[j] / sum * ops::HalfToFloat(vp[j / page][(j % page) * hd + d]);
+    for (int64_t d = 0; d < hd; ++d) want[d] += s[j] / sum * cpu::HalfToFloat(vp[j / page][(j % page) * hd + d]);
   }
   std::vector<float> scores(n_ctx), out(hd);
-  std::vector<ops::AttendHeadFn> fns = {&ops::AttendHeadPortable};
-  if (ops::AttendHeadAvx2() != nullptr && ops::AttendHead() == ops::AttendHeadAvx2()) fns.push_back(ops::AttendHeadAvx2());
+  std::vector<cpu::AttendHeadFn> fns = {&cpu::AttendHeadPortable};
+  if (cpu::Kernels().attend != &cpu::AttendHeadPortable) fns.push_back(cpu::Kernels().attend);
   for (auto fn : fns) {
     fn(q.data(), hd, kv, n_ctx, scale, scores.data(), out.data());
     for (int64_t d = 0; d < hd; ++d) EXPECT_NEAR(out[d], want[d], 1e-5) << d;
@@ -110,7 +112,7 @@ TEST(Ops, AttentionVariantsMatchDoubleSoftmax) {
     k32.push_back(reinterpret_cast<const uint16_t*>(kf32[p].data()));
     v32.push_back(reinterpret_cast<const uint16_t*>(vf32[p].data()));
   }
-  ops::HeadKv kv32{k32.data(), v32.data(), page, true};
+  cpu::HeadKv kv32{k32.data(), v32.data(), page, true};
   std::vector<double> w32(hd, 0.0), s32(n_ctx);
   mx = -1e300;
   sum = 0;
@@ -133,11 +135,20 @@ TEST(Ops, F32MatMulMatchesDoubleAndIsBatchInvariant) {
   const int64_t rows = 37, cols = 70, tokens = 5;
   auto w = Random(rows * cols, 7), x = Random(tokens * cols, 8);
   Weight wt{GgmlType::kF32, rows, cols, static_cast<size_t>(cols) * 4, reinterpret_cast<const uint8_t*>(w.data())};
-  cpu::ThreadPool pool(2);
+  auto be = cpu::CreateCpuBackend({.threads = 2, .pin = false});
+  auto bw = be->BindMatrix(wt);
+  ASSERT_TRUE(bw.ok()) << bw.status().ToString();
+  auto xt = be->Alloc(tokens, cols), yt = be->Alloc(tokens, rows), ot = be->Alloc(1, rows);
+  ASSERT_TRUE(xt.ok() && yt.ok() && ot.ok());
+  std::copy(x.begin(), x.end(), xt->data);  // host memory on the CPU backend
   std::vector<float> y(tokens * rows), one(rows);
-  ASSERT_TRUE(ops::MatMul(wt, x.data(), tokens, y.data(), pool).ok());
+  be->MatMul(*bw, *xt, *yt);
+  be->Download(*yt, y.data());
+  ASSERT_TRUE(be->Synchronize().ok());
   for (int64_t t = 0; t < tokens; ++t) {
-    ASSERT_TRUE(ops::MatMul(wt, &x[t * cols], 1, one.data(), pool).ok());
+    be->MatMul(*bw, xt->Rows(t, 1), *ot);
+    be->Download(*ot, one.data());
+    ASSERT_TRUE(be->Synchronize().ok());
     for (int64_t r = 0; r < rows; ++r) {
       double ref = 0;
       for (int64_t k = 0; k < cols; ++k) ref += double(w[r * cols + k]) * x[t * cols + k];
@@ -147,14 +158,34 @@ TEST(Ops, F32MatMulMatchesDoubleAndIsBatchInvariant) {
   }
 }
 
+TEST(CpuBackend, BindChecksOnceAndErrorsSurfaceAtSynchronize) {
+  std::vector<float> table = {1, 2, 3, 4, 5, 6};
+  auto be = cpu::CreateCpuBackend({.threads = 1, .pin = false});
+  // A q8_0 matrix whose rows are not whole blocks is refused when bound, not when used.
+  Weight bad{GgmlType::kQ8_0, 2, 20, 0, reinterpret_cast<const uint8_t*>(table.data())};
+  EXPECT_FALSE(be->BindMatrix(bad).ok());
+  Weight w{GgmlType::kF32, 3, 2, 8, reinterpret_cast<const uint8_t*>(table.data())};
+  auto emb = be->BindEmbedding(w, GgmlType::kF32);
+  ASSERT_TRUE(emb.ok());
+  auto out = be->Alloc(2, 2);
+  ASSERT_TRUE(out.ok());
+  const int32_t tokens[] = {2, 3}, zeros[] = {0, 0}, begin[] = {0, 0};
+  be->SetBatch(BatchPlan{tokens, zeros, zeros, begin, {}, {}, 1});
+  be->Embed(*emb, *out);  // token 3 is outside the table: queued, reported later
+  Status s = be->Synchronize();
+  EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(s.message().find("token id 3"), std::string::npos) << s.message();
+  EXPECT_TRUE(be->Synchronize().ok());  // the error was reported once
+}
+
 TEST(Ops, EmbeddingRowChecksTheId) {
   std::vector<float> table = {1, 2, 3, 4, 5, 6};
   Weight w{GgmlType::kF32, 3, 2, 8, reinterpret_cast<const uint8_t*>(table.data())};
   float out[2];
-  ASSERT_TRUE(ops::EmbeddingRow(w, 2, out, GgmlType::kF32).ok());
+  ASSERT_TRUE(cpu::EmbeddingRow(w, 2, out, GgmlType::kF32).ok());
   EXPECT_EQ(out[0], 5.0f);
-  EXPECT_EQ(ops::EmbeddingRow(w, 3, out, GgmlType::kF32).code(), StatusCode::kOutOfRange);
-  EXPECT_EQ(ops::EmbeddingRow(w, -1, out, GgmlType::kF32).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(cpu::EmbeddingRow(w, 3, out, GgmlType::kF32).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(cpu::EmbeddingRow(w, -1, out, GgmlType::kF32).code(), StatusCode::kOutOfRange);
 }
 
 }  // namespace

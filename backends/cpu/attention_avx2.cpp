@@ -1,13 +1,13 @@
 // AVX2 + F16C attention: keys and values are converted 8 lanes at a time. Compiled with its own
 // target flags; selected at run time only on CPUs that have them.
-#include "ops/attention.h"
+#include "backends/cpu/attention.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
 #include <cmath>
 
-namespace fak::ops {
+namespace fak::cpu {
 namespace {
 
 inline float Sum8(__m256 v) {
@@ -60,9 +60,9 @@ void AttendAvx2(const float* q, int64_t head_dim, const HeadKv& kv, int64_t n_ct
 
 AttendHeadFn AttendHeadAvx2() { return &AttendAvx2; }
 
-}  // namespace fak::ops
+}  // namespace fak::cpu
 #else
-namespace fak::ops {
+namespace fak::cpu {
 AttendHeadFn AttendHeadAvx2() { return nullptr; }
-}  // namespace fak::ops
+}  // namespace fak::cpu
 #endif

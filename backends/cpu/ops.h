@@ -5,11 +5,10 @@
 #include <cstdint>
 #include <span>
 
-#include "backends/cpu/thread_pool.h"
 #include "core/status.h"
 #include "ops/weight.h"
 
-namespace fak::ops {
+namespace fak::cpu {
 
 // y = x / rms(x) * w over each of n_rows rows of n elements (in place allowed).
 void RmsNorm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps);
@@ -26,11 +25,8 @@ void SiluMul(float* g, const float* u, int64_t n);
 // (the source file) then gives exactly the values of a table converted to as_type.
 Status EmbeddingRow(const Weight& table, int64_t id, float* out, GgmlType as_type);
 
-// y (n_tokens, w.rows) = x (n_tokens, w.cols) . w^T, split across the pool by rows of w.
-Status MatMul(const Weight& w, const float* x, int64_t n_tokens, float* y, cpu::ThreadPool& pool);
-
 // f16 <-> f32 for the KV cache.
 float HalfToFloat(uint16_t h);
 uint16_t FloatToHalf(float f);
 
-}  // namespace fak::ops
+}  // namespace fak::cpu

@@ -1,11 +1,10 @@
-#include "ops/attention.h"
+#include "backends/cpu/attention.h"
 
 #include <cmath>
 
-#include "core/cpu_features.h"
-#include "ops/cpu_ops.h"
+#include "backends/cpu/ops.h"  // HalfToFloat
 
-namespace fak::ops {
+namespace fak::cpu {
 
 namespace {
 
@@ -64,14 +63,4 @@ void AttendHeadPortable(const float* q, int64_t head_dim, const HeadKv& kv, int6
   for (int64_t d = 0; d < head_dim; ++d) out[d] *= inv;
 }
 
-AttendHeadFn AttendHead() {
-  static const AttendHeadFn fn = [] {
-    const auto& f = GetCpuFeatures();
-    AttendHeadFn avx2 = AttendHeadAvx2();
-    if (avx2 != nullptr && f.avx2 && f.fma && f.f16c) return avx2;
-    return &AttendHeadPortable;
-  }();
-  return fn;
-}
-
-}  // namespace fak::ops
+}  // namespace fak::cpu

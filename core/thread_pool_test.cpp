@@ -1,11 +1,11 @@
-#include "backends/cpu/thread_pool.h"
+#include "core/thread_pool.h"
 
 #include <atomic>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-namespace fak::cpu {
+namespace fak {
 namespace {
 
 TEST(ThreadPool, RunsEveryIndexOnce) {
@@ -64,4 +64,4 @@ TEST(ThreadPool, SingleThreadRunsInline) {
 }
 
 }  // namespace
-}  // namespace fak::cpu
+}  // namespace fak

@@ -1,14 +1,13 @@
-#include "ops/cpu_ops.h"
+#include "backends/cpu/ops.h"
 
 #include <array>
 #include <cmath>
 #include <vector>
 
-#include "backends/cpu/matmul.h"
 #include "quant/codec.h"
 #include "quant/f16.h"
 
-namespace fak::ops {
+namespace fak::cpu {
 namespace {
 
 const float* HalfTable() {
@@ -93,10 +92,4 @@ Status EmbeddingRow(const Weight& table, int64_t id, float* out, GgmlType as_typ
   return DequantizeRow(as_type, row.data(), out, table.cols);
 }
 
-Status MatMul(const Weight& w, const float* x, int64_t n_tokens, float* y, cpu::ThreadPool& pool) {
-  FAK_ASSIGN_OR_RETURN(cpu::QuantMatrix m, w.packed ? cpu::MakePackedQuantMatrix(w.type, w.data, w.rows, w.cols)
-                                                     : cpu::MakeQuantMatrix(w.type, w.data, w.rows, w.cols));
-  return cpu::MatMul(m, x, n_tokens, y, pool);
-}
-
-}  // namespace fak::ops
+}  // namespace fak::cpu

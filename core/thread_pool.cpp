@@ -1,4 +1,4 @@
-#include "backends/cpu/thread_pool.h"
+#include "core/thread_pool.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -9,7 +9,7 @@
 #include <immintrin.h>
 #endif
 
-namespace fak::cpu {
+namespace fak {
 namespace {
 
 std::vector<int> AllowedCpus() {
@@ -147,4 +147,4 @@ void ThreadPool::ParallelForDynamic(int64_t n, int64_t grain, FunctionRef<void(i
   });
 }
 
-}  // namespace fak::cpu
+}  // namespace fak

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-namespace fak::ops {
+namespace fak::cpu {
 
 struct HeadKv {
   const uint16_t* const* k_pages;  // per page: (page_tokens, head_dim) f16, or f32 when `f32`
@@ -16,11 +16,9 @@ struct HeadKv {
 using AttendHeadFn = void (*)(const float* q, int64_t head_dim, const HeadKv& kv, int64_t n_ctx, float scale,
                               float* scores, float* out);
 
-// The best variant this CPU runs (F16C/AVX2 when present, else portable).
-AttendHeadFn AttendHead();
 void AttendHeadPortable(const float* q, int64_t head_dim, const HeadKv& kv, int64_t n_ctx, float scale,
                         float* scores, float* out);
 // nullptr when not compiled for this target.
 AttendHeadFn AttendHeadAvx2();
 
-}  // namespace fak::ops
+}  // namespace fak::cpu

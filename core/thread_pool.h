@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <vector>
 
-namespace fak::cpu {
+namespace fak {
 
 // A non-owning reference to a callable, so handing a lambda to the pool allocates nothing (decode
 // calls the pool a few hundred times per token). The callable must outlive the call.
@@ -67,4 +67,4 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
 };
 
-}  // namespace fak::cpu
+}  // namespace fak

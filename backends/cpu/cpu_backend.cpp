@@ -1,0 +1,332 @@
+#include "backends/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/cpu/attention.h"  // HeadKv
+#include "backends/cpu/kernels.h"    // Kernels
+#include "backends/cpu/matmul.h"     // QuantMatrix, MatMul
+#include "backends/cpu/ops.h"        // RmsNorm, Rope, SiluMul, EmbeddingRow, FloatToHalf
+#include "backends/cpu/packed.h"     // PackMatrix, PackedBytes
+#include "core/thread_pool.h"
+
+namespace fak::cpu {
+namespace {
+
+class CpuLayout final : public WeightLayout {
+ public:
+  bool Repacks(GgmlType type, int64_t cols) const override {
+    auto f = WeightFormatFor(type);
+    return f.ok() && HasPackedLayout(*f) && PreferPackedLayout(*f) && PackedBytes(*f, 1, cols) > 0;
+  }
+  size_t Bytes(GgmlType type, int64_t rows, int64_t cols) const override {
+    return PackedBytes(*WeightFormatFor(type), rows, cols);
+  }
+  int64_t GroupRows() const override { return kPackRows; }
+  size_t GroupBytes(GgmlType type, int64_t cols) const override {
+    return PackedGroupBytes(*WeightFormatFor(type), cols);
+  }
+  Status Convert(GgmlType type, const uint8_t* rows, int64_t n, int64_t cols, uint8_t* group) const override {
+    return PackMatrix(type, rows, n, cols, group);
+  }
+};
+
+// A 64-byte aligned f32 allocation.
+struct Aligned {
+  void operator()(float* p) const { std::free(p); }
+};
+
+struct KvStore {
+  KvGeometry g;
+  int64_t max_pages = 0;
+  size_t block_units = 0;  // uint16_t units of one (layer, kv head) block: page_tokens * head_dim * units
+  size_t page_units = 0;   // 2 * n_layer * n_kv_head * block_units
+  std::vector<std::unique_ptr<uint16_t[]>> pages;
+
+  uint16_t* Block(int32_t page, int64_t layer, int64_t head, int kv) const {
+    return pages[static_cast<size_t>(page)].get() +
+           ((static_cast<size_t>(layer) * 2 + static_cast<size_t>(kv)) * static_cast<size_t>(g.n_kv_head) +
+            static_cast<size_t>(head)) *
+               block_units;
+  }
+};
+
+struct StateStore {
+  size_t slot_bytes = 0;
+  std::vector<uint8_t> data;
+};
+
+struct Embedding {
+  Weight table;
+  GgmlType as_type;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const CpuBackendOptions& o)
+      : pool_(o.threads > 0 ? o.threads : DefaultThreadCount(), o.pin), k_(Kernels()) {}
+
+  std::string name() const override { return "cpu"; }
+  int threads() const override { return pool_.size(); }
+  const WeightLayout& layout() const override { return CpuWeightLayout(); }
+
+  Result<BoundWeight> BindMatrix(const Weight& w) override {
+    if (!w.present()) return InvalidArgument("binding an absent matrix");
+    FAK_ASSIGN_OR_RETURN(QuantMatrix m, w.packed ? MakePackedQuantMatrix(w.type, w.data, w.rows, w.cols)
+                                                 : MakeQuantMatrix(w.type, w.data, w.rows, w.cols));
+    matrices_.push_back(m);
+    return BoundWeight{static_cast<int32_t>(matrices_.size() - 1), w.rows, w.cols};
+  }
+
+  Result<BoundWeight> BindVector(const Weight& w) override {
+    if (!w.present() || w.type != GgmlType::kF32 || w.rows != 1) {
+      return InvalidArgument("a vector weight must be f32 with one row");
+    }
+    vectors_.push_back(w.f32());
+    return BoundWeight{static_cast<int32_t>(vectors_.size() - 1), 1, w.cols};
+  }
+
+  Result<BoundWeight> BindEmbedding(const Weight& table, GgmlType as_type) override {
+    if (!table.present() || table.packed) return InvalidArgument("an embedding table must be GGUF rows");
+    embeddings_.push_back({table, as_type});
+    return BoundWeight{static_cast<int32_t>(embeddings_.size() - 1), table.rows, table.cols};
+  }
+
+  Result<int32_t> BindRope(const RopeSpec& rope) override {
+    if (rope.inv_freq.empty()) return InvalidArgument("rope with no frequencies");
+    ropes_.push_back(rope);
+    return static_cast<int32_t>(ropes_.size() - 1);
+  }
+
+  Result<Tensor> Alloc(int64_t rows, int64_t cols) override {
+    if (rows <= 0 || cols <= 0) return InvalidArgument("tensor shape ({}, {}) is empty", rows, cols);
+    const size_t bytes = (static_cast<size_t>(rows) * static_cast<size_t>(cols) * 4 + 63) / 64 * 64;
+    float* p = static_cast<float*>(std::aligned_alloc(64, bytes));
+    if (p == nullptr) return OutOfRange("cannot allocate a ({}, {}) f32 tensor", rows, cols);
+    std::memset(p, 0, bytes);
+    buffers_.emplace(p, std::unique_ptr<float, Aligned>(p));
+    return Tensor{p, rows, cols};
+  }
+
+  void Free(Tensor t) override { buffers_.erase(t.data); }
+
+  Result<int32_t> CreateKv(const KvGeometry& g, int64_t max_pages) override {
+    if (g.n_layer <= 0 || g.n_kv_head <= 0 || g.head_dim <= 0 || g.page_tokens <= 0 || max_pages <= 0) {
+      return InvalidArgument("KV geometry has an empty dimension");
+    }
+    KvStore s;
+    s.g = g;
+    s.max_pages = max_pages;
+    s.block_units = static_cast<size_t>(g.page_tokens * g.head_dim * (g.f32 ? 2 : 1));
+    s.page_units = 2 * static_cast<size_t>(g.n_layer * g.n_kv_head) * s.block_units;
+    kv_.push_back(std::move(s));
+    return static_cast<int32_t>(kv_.size() - 1);
+  }
+
+  Status GrowKv(int32_t kv, int64_t n_pages) override {
+    KvStore& s = kv_[static_cast<size_t>(kv)];
+    if (n_pages > s.max_pages) return OutOfRange("KV store holds {} pages, {} asked for", s.max_pages, n_pages);
+    while (static_cast<int64_t>(s.pages.size()) < n_pages) {
+      s.pages.push_back(std::make_unique<uint16_t[]>(s.page_units));
+    }
+    return Status::Ok();
+  }
+
+  Result<int32_t> CreateStates(size_t slot_bytes, int64_t n_slots) override {
+    if (slot_bytes == 0 || n_slots <= 0) return InvalidArgument("state store with no slots");
+    StateStore s;
+    s.slot_bytes = slot_bytes;
+    s.data.assign(slot_bytes * static_cast<size_t>(n_slots), 0);
+    states_.push_back(std::move(s));
+    return static_cast<int32_t>(states_.size() - 1);
+  }
+
+  void SetBatch(const BatchPlan& b) override {
+    tokens_.assign(b.tokens.begin(), b.tokens.end());
+    positions_.assign(b.positions.begin(), b.positions.end());
+    row_seq_.assign(b.row_seq.begin(), b.row_seq.end());
+    page_begin_.assign(b.page_begin.begin(), b.page_begin.end());
+    pages_.assign(b.pages.begin(), b.pages.end());
+    out_rows_.assign(b.out_rows.begin(), b.out_rows.end());
+    max_ctx_ = b.max_ctx;
+  }
+
+  void Embed(BoundWeight table, Tensor out) override {
+    if (!error_.ok()) return;
+    const Embedding& e = embeddings_[static_cast<size_t>(table.id)];
+    for (size_t r = 0; r < tokens_.size(); ++r) {
+      Status s = EmbeddingRow(e.table, tokens_[r], out.data + static_cast<int64_t>(r) * out.cols, e.as_type);
+      if (!s.ok()) return Fail(std::move(s));
+    }
+  }
+
+  void MatMul(BoundWeight w, Tensor x, Tensor y) override {
+    if (!error_.ok()) return;
+    Status s = cpu::MatMul(matrices_[static_cast<size_t>(w.id)], x.data, x.rows, y.data, pool_, &k_);
+    if (!s.ok()) Fail(std::move(s));
+  }
+
+  void RmsNorm(Tensor x, BoundWeight w, Tensor y, float eps) override {
+    if (!error_.ok()) return;
+    cpu::RmsNorm(x.data, vectors_[static_cast<size_t>(w.id)], y.data, x.rows, x.cols, eps);
+  }
+
+  void AddRow(Tensor x, BoundWeight b) override {
+    if (!error_.ok()) return;
+    AddBias(x.data, vectors_[static_cast<size_t>(b.id)], x.rows, x.cols);
+  }
+
+  void Add(Tensor x, Tensor y) override {
+    if (!error_.ok()) return;
+    const int64_t n = x.rows * x.cols;
+    for (int64_t i = 0; i < n; ++i) x.data[i] += y.data[i];
+  }
+
+  void SiluMul(Tensor g, Tensor u) override {
+    if (!error_.ok()) return;
+    cpu::SiluMul(g.data, u.data, g.rows * g.cols);
+  }
+
+  void Rope(Tensor x, int64_t head_dim, int32_t rope) override {
+    if (!error_.ok()) return;
+    const RopeSpec& r = ropes_[static_cast<size_t>(rope)];
+    const int64_t rot_dim = static_cast<int64_t>(r.inv_freq.size()) * 2;
+    for (int64_t t = 0; t < x.rows; ++t) {
+      cpu::Rope(x.data + t * x.cols, x.cols / head_dim, head_dim, rot_dim, positions_[static_cast<size_t>(t)],
+                r.inv_freq.data(), r.neox, r.attn_factor);
+    }
+  }
+
+  void KvWrite(int32_t kv, int64_t layer, Tensor k, Tensor v) override {
+    if (!error_.ok()) return;
+    const KvStore& s = kv_[static_cast<size_t>(kv)];
+    const int64_t hd = s.g.head_dim, pt = s.g.page_tokens;
+    for (int64_t r = 0; r < k.rows; ++r) {
+      const int64_t pos = positions_[static_cast<size_t>(r)];
+      const int32_t page = SeqPage(r, pos / pt);
+      const int64_t off = (pos % pt) * hd;
+      for (int64_t h = 0; h < s.g.n_kv_head; ++h) {
+        const float* ks = k.data + r * k.cols + h * hd;
+        const float* vs = v.data + r * v.cols + h * hd;
+        if (s.g.f32) {
+          std::memcpy(s.Block(page, layer, h, 0) + off * 2, ks, static_cast<size_t>(hd) * 4);
+          std::memcpy(s.Block(page, layer, h, 1) + off * 2, vs, static_cast<size_t>(hd) * 4);
+          continue;
+        }
+        uint16_t* kd = s.Block(page, layer, h, 0) + off;
+        uint16_t* vd = s.Block(page, layer, h, 1) + off;
+        for (int64_t i = 0; i < hd; ++i) {
+          kd[i] = FloatToHalf(ks[i]);
+          vd[i] = FloatToHalf(vs[i]);
+        }
+      }
+    }
+  }
+
+  void Attention(int32_t kv, int64_t layer, Tensor q, float scale, Tensor out) override {
+    if (!error_.ok()) return;
+    const KvStore& s = kv_[static_cast<size_t>(kv)];
+    const int64_t hd = s.g.head_dim, nkv = s.g.n_kv_head, nh = q.cols / hd, group = nh / nkv;
+    // Page pointers of this layer, (kv head, page slot) for every page slot of the batch's tables.
+    const size_t n_slots = pages_.size();
+    k_ptrs_.resize(static_cast<size_t>(nkv) * n_slots);
+    v_ptrs_.resize(k_ptrs_.size());
+    for (int64_t h = 0; h < nkv; ++h) {
+      for (size_t p = 0; p < n_slots; ++p) {
+        k_ptrs_[h * n_slots + p] = s.Block(pages_[p], layer, h, 0);
+        v_ptrs_[h * n_slots + p] = s.Block(pages_[p], layer, h, 1);
+      }
+    }
+    scores_.resize(static_cast<size_t>(pool_.size()) * static_cast<size_t>(max_ctx_));
+    const AttendHeadFn attend = k_.attend;
+    const int64_t T = q.rows;
+    // One (row, head) pair per work item; each reads only the cache, so neither the batch around a
+    // row nor how its prompt was chunked changes its result.
+    pool_.Run([&](int tid, int nt) {
+      float* scores = &scores_[static_cast<size_t>(tid) * static_cast<size_t>(max_ctx_)];
+      for (int64_t item = tid; item < T * nh; item += nt) {
+        const int64_t t = item / nh, h = item % nh, g = h / group;
+        const size_t first = static_cast<size_t>(page_begin_[static_cast<size_t>(row_seq_[static_cast<size_t>(t)])]);
+        HeadKv hk{&k_ptrs_[g * n_slots + first], &v_ptrs_[g * n_slots + first], s.g.page_tokens, s.g.f32};
+        attend(q.data + t * q.cols + h * hd, hd, hk, positions_[static_cast<size_t>(t)] + 1, scale, scores,
+               out.data + t * out.cols + h * hd);
+      }
+    });
+  }
+
+  void GatherOutRows(Tensor x, Tensor out) override {
+    if (!error_.ok()) return;
+    for (size_t i = 0; i < out_rows_.size(); ++i) {
+      std::memcpy(out.data + static_cast<int64_t>(i) * out.cols, x.data + out_rows_[i] * x.cols,
+                  static_cast<size_t>(x.cols) * 4);
+    }
+  }
+
+  void CopyKvPage(int32_t kv, int32_t src, int32_t dst) override {
+    if (!error_.ok()) return;
+    const KvStore& s = kv_[static_cast<size_t>(kv)];
+    std::memcpy(s.pages[static_cast<size_t>(dst)].get(), s.pages[static_cast<size_t>(src)].get(),
+                s.page_units * 2);
+  }
+
+  void CopyState(int32_t states, int64_t src, int64_t dst) override {
+    if (!error_.ok()) return;
+    StateStore& s = states_[static_cast<size_t>(states)];
+    std::memcpy(s.data.data() + static_cast<size_t>(dst) * s.slot_bytes,
+                s.data.data() + static_cast<size_t>(src) * s.slot_bytes, s.slot_bytes);
+  }
+
+  void Download(Tensor t, float* host) override {
+    if (!error_.ok()) return;
+    std::memcpy(host, t.data, static_cast<size_t>(t.rows * t.cols) * 4);
+  }
+
+  Status Synchronize() override {
+    Status s = std::move(error_);
+    error_ = Status::Ok();
+    return s;
+  }
+
+ private:
+  void Fail(Status s) {
+    if (error_.ok()) error_ = std::move(s);
+  }
+  int32_t SeqPage(int64_t row, int64_t index) const {
+    const int32_t seq = row_seq_[static_cast<size_t>(row)];
+    return pages_[static_cast<size_t>(page_begin_[static_cast<size_t>(seq)] + index)];
+  }
+
+  ThreadPool pool_;
+  const KernelTable& k_;
+  Status error_ = Status::Ok();
+  std::vector<QuantMatrix> matrices_;
+  std::vector<const float*> vectors_;
+  std::vector<Embedding> embeddings_;
+  std::vector<RopeSpec> ropes_;
+  std::unordered_map<float*, std::unique_ptr<float, Aligned>> buffers_;
+  std::vector<KvStore> kv_;
+  std::vector<StateStore> states_;
+  // The current batch.
+  std::vector<int32_t> tokens_, positions_, row_seq_, page_begin_, pages_, out_rows_;
+  int64_t max_ctx_ = 0;
+  // Scratch.
+  std::vector<const uint16_t*> k_ptrs_, v_ptrs_;
+  std::vector<float> scores_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> CreateCpuBackend(const CpuBackendOptions& options) {
+  return std::make_unique<CpuBackend>(options);
+}
+
+const WeightLayout& CpuWeightLayout() {
+  static const CpuLayout layout;
+  return layout;
+}
+
+}  // namespace fak::cpu

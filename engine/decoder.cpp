@@ -1,0 +1,84 @@
+#include "engine/decoder.h"
+
+#include <algorithm>
+
+namespace fak {
+namespace {
+
+// Length of the longest suffix of `text` that is a proper prefix of some stop string: that much text
+// must be held back until the next token decides it.
+size_t HeldBack(const std::string& text, const std::vector<std::string>& stops) {
+  size_t hold = 0;
+  for (const auto& s : stops) {
+    for (size_t n = std::min(s.size() - 1, text.size()); n > hold; --n) {
+      if (text.compare(text.size() - n, n, s, 0, n) == 0) {
+        hold = n;
+        break;
+      }
+    }
+  }
+  return hold;
+}
+
+}  // namespace
+
+RequestDecoder::RequestDecoder(const Tokenizer& tokenizer, std::vector<int64_t> eos_ids,
+                               const SamplingParams& sampling, DecodeLimits limits, std::vector<int32_t> prompt)
+    : tokenizer_(tokenizer),
+      eos_ids_(std::move(eos_ids)),
+      limits_(std::move(limits)),
+      sampler_(sampling),
+      detok_(tokenizer),
+      history_(std::move(prompt)) {
+  if (limits_.max_tokens <= 0) stop_reason_ = "length";
+}
+
+Status RequestDecoder::Validate(const SamplingParams& sampling, const DecodeLimits& limits) {
+  FAK_RETURN_IF_ERROR(sampling.Validate());
+  for (const auto& s : limits.stop) {
+    if (s.empty()) return InvalidArgument("stop strings must not be empty");
+  }
+  return Status::Ok();
+}
+
+std::string RequestDecoder::Finish(std::string reason) {
+  stop_reason_ = std::move(reason);
+  std::string out;
+  if (stop_reason_ != "stop") {
+    detok_.Flush(&pending_);
+    out = std::move(pending_);
+  }
+  pending_.clear();
+  return out;
+}
+
+std::string RequestDecoder::EndAtContext() { return done() ? std::string() : Finish("context"); }
+
+Result<std::string> RequestDecoder::Step(std::span<float> logits) {
+  if (done()) return Internal("decoder step after the request ended");
+  const int32_t tok = sampler_.Sample(logits, history_, step_++);
+  const bool eos = !limits_.ignore_eos && (tok == tokenizer_.eos_id() ||
+                                           std::find(eos_ids_.begin(), eos_ids_.end(), tok) != eos_ids_.end());
+  if (eos) return Finish("eos");
+  output_.push_back(tok);
+  history_.push_back(tok);
+  std::string piece;
+  if (tok < tokenizer_.vocab_size()) FAK_RETURN_IF_ERROR(detok_.Push(tok, &piece));
+  pending_ += piece;
+  // A stop string ends the text before it.
+  size_t cut = std::string::npos;
+  for (const auto& s : limits_.stop) cut = std::min(cut, pending_.find(s));
+  if (cut != std::string::npos) {
+    std::string out = pending_.substr(0, cut);
+    Finish("stop");
+    return out;
+  }
+  const size_t hold = HeldBack(pending_, limits_.stop);
+  std::string out = pending_.substr(0, pending_.size() - hold);
+  pending_.erase(0, pending_.size() - hold);
+  next_ = tok;
+  if (static_cast<int64_t>(output_.size()) >= limits_.max_tokens) out += Finish("length");
+  return out;
+}
+
+}  // namespace fak

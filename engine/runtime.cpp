@@ -1,0 +1,139 @@
+#include "engine/runtime.h"
+
+#include <algorithm>
+
+namespace fak {
+
+void Sequence::Truncate(int64_t n) {
+  kv_.Truncate(n);
+  tokens_.resize(static_cast<size_t>(kv_.size()));
+}
+
+void Sequence::Adopt(const Sequence& other, int64_t n) {
+  kv_.Adopt(other.kv_, n);
+  tokens_.assign(other.tokens_.begin(), other.tokens_.begin() + kv_.size());
+}
+
+Result<std::unique_ptr<Runtime>> Runtime::Create(const Model& model, const RuntimeOptions& o, Backend* backend) {
+  const Architecture* arch = FindArchitecture(model.config.arch);
+  if (arch == nullptr) return Unsupported("architecture '{}' has no forward pass in fak yet", model.config.arch);
+  if (o.max_context <= 0 || o.page_tokens <= 0 || o.max_sequences <= 0 || o.kv_pages < 0) {
+    return InvalidArgument("runtime: context, page size and sequence count must be positive");
+  }
+  for (const LayerCache& lc : arch->caches(model.config)) {
+    if (lc.kind != LayerCache::kKv) return Unsupported("recurrent layer state is not supported by this runtime yet");
+  }
+  int64_t ctx = o.max_context;
+  if (model.config.max_context > 0) ctx = std::min(ctx, model.config.max_context);
+  auto rt = std::unique_ptr<Runtime>(new Runtime(model, ctx));
+  if (backend == nullptr) {
+    FAK_ASSIGN_OR_RETURN(rt->owned_backend_, CreateBackend(o.backend));
+    backend = rt->owned_backend_.get();
+  }
+  rt->backend_ = backend;
+  FAK_ASSIGN_OR_RETURN(rt->arch_, arch->instantiate(model, *backend));
+  const int64_t per_seq = (ctx + o.page_tokens - 1) / o.page_tokens;
+  const int64_t pages = o.kv_pages > 0 ? o.kv_pages : per_seq * o.max_sequences;
+  const ModelConfig& c = model.config;
+  FAK_ASSIGN_OR_RETURN(rt->kv_, KvPagePool::Create(*backend, KvGeometry{c.n_layer, c.n_kv_head, c.head_dim,
+                                                                        o.page_tokens, o.kv_f32},
+                                                   pages));
+  return rt;
+}
+
+Runtime::~Runtime() {
+  if (logits_.data != nullptr) backend_->Free(logits_);
+}
+
+std::unique_ptr<Sequence> Runtime::NewSequence() { return std::unique_ptr<Sequence>(new Sequence(kv_.get())); }
+
+Status Runtime::Forward(std::span<const SeqWork> work) {
+  if (work.empty()) return InvalidArgument("forward pass with no sequences");
+  const int64_t vocab = model_.config.vocab_size;
+  int64_t n_rows = 0, n_out = 0;
+  for (size_t i = 0; i < work.size(); ++i) {
+    const SeqWork& w = work[i];
+    if (w.seq == nullptr || w.tokens.empty()) return InvalidArgument("forward pass with an empty sequence entry");
+    for (size_t j = 0; j < i; ++j) {
+      if (work[j].seq == w.seq) return InvalidArgument("a sequence appears twice in one batch");
+    }
+    const int64_t n = static_cast<int64_t>(w.tokens.size());
+    if (w.seq->size() + n > max_context_) {
+      return OutOfRange("prompt of {} tokens (after {} in context) exceeds the context length {}", n, w.seq->size(),
+                        max_context_);
+    }
+    for (int32_t t : w.tokens) {
+      if (t < 0 || t >= vocab) return OutOfRange("token id {} is outside the model's vocabulary of {}", t, vocab);
+    }
+    n_rows += n;
+    if (w.logits != nullptr) n_out += w.all_logits ? n : 1;
+  }
+  // Pages first: a full pool fails here and gives back what this batch took.
+  for (size_t i = 0; i < work.size(); ++i) {
+    Status s = work[i].seq->kv_.Reserve(work[i].seq->size() + static_cast<int64_t>(work[i].tokens.size()));
+    if (!s.ok()) {
+      for (size_t j = 0; j <= i; ++j) work[j].seq->kv_.Truncate(work[j].seq->size());
+      return s;
+    }
+  }
+  tokens_.clear();
+  positions_.clear();
+  row_seq_.clear();
+  page_begin_.assign(1, 0);
+  pages_.clear();
+  out_rows_.clear();
+  int64_t max_ctx = 0;
+  for (size_t i = 0; i < work.size(); ++i) {
+    const SeqWork& w = work[i];
+    const int64_t pos0 = w.seq->size(), n = static_cast<int64_t>(w.tokens.size());
+    const int64_t row0 = static_cast<int64_t>(tokens_.size());
+    for (int64_t t = 0; t < n; ++t) {
+      tokens_.push_back(w.tokens[static_cast<size_t>(t)]);
+      positions_.push_back(static_cast<int32_t>(pos0 + t));
+      row_seq_.push_back(static_cast<int32_t>(i));
+      if (w.logits != nullptr && (w.all_logits || t == n - 1)) out_rows_.push_back(static_cast<int32_t>(row0 + t));
+    }
+    const auto& pg = w.seq->kv_.pages();
+    pages_.insert(pages_.end(), pg.begin(), pg.end());
+    page_begin_.push_back(static_cast<int32_t>(pages_.size()));
+    max_ctx = std::max(max_ctx, pos0 + n);
+  }
+  Status s = arch_->Reserve(n_rows, std::max<int64_t>(n_out, 1));
+  if (s.ok() && n_out > logits_rows_) {
+    if (logits_.data != nullptr) backend_->Free(logits_);
+    logits_ = {};
+    logits_rows_ = 0;
+    auto t = backend_->Alloc(n_out, vocab);
+    if (t.ok()) {
+      logits_ = *t;
+      logits_rows_ = n_out;
+    } else {
+      s = t.status();
+    }
+  }
+  if (s.ok()) {
+    Backend& be = *backend_;
+    be.SetBatch(BatchPlan{tokens_, positions_, row_seq_, page_begin_, pages_, out_rows_, max_ctx});
+    arch_->Forward(BatchPlan{tokens_, positions_, row_seq_, page_begin_, pages_, out_rows_, max_ctx},
+                   kv_->store(), logits_.data != nullptr ? logits_ : Tensor{});
+    int64_t out = 0;
+    for (const SeqWork& w : work) {
+      if (w.logits == nullptr) continue;
+      const int64_t k = w.all_logits ? static_cast<int64_t>(w.tokens.size()) : 1;
+      be.Download(logits_.Rows(out, k), w.logits);
+      out += k;
+    }
+    s = be.Synchronize();
+  }
+  if (!s.ok()) {
+    for (const SeqWork& w : work) w.seq->kv_.Truncate(w.seq->size());  // nothing half-written stays
+    return s;
+  }
+  for (const SeqWork& w : work) {
+    w.seq->kv_.Commit(w.seq->size() + static_cast<int64_t>(w.tokens.size()));
+    w.seq->tokens_.insert(w.seq->tokens_.end(), w.tokens.begin(), w.tokens.end());
+  }
+  return Status::Ok();
+}
+
+}  // namespace fak

@@ -1,0 +1,158 @@
+// The backend seam (the HAL): what a forward pass asks of a device. CPU and CUDA implement it; an
+// architecture's forward pass is written only as calls on it, so one decode step is a fixed sequence
+// of queued operations that a GPU backend can capture once and replay.
+//
+// Calls that compute are queued: they return nothing, and the first failure among them is reported
+// by the next Synchronize() (later calls of the same step are skipped). Shapes and weights are
+// checked once, when weights are bound and buffers allocated; the queued calls trust them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "ops/weight.h"
+#include "quant/ggml_type.h"
+
+namespace fak {
+
+// A (rows, cols) f32 activation matrix in the backend's memory, row-major. Only the backend reads
+// or writes `data`; callers make views of it.
+struct Tensor {
+  float* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+
+  // Rows [r0, r0 + n).
+  Tensor Rows(int64_t r0, int64_t n) const { return {data + r0 * cols, n, cols}; }
+  // The same elements as (rows * cols / c, c): a row of heads seen as one row per head.
+  Tensor Reshaped(int64_t c) const { return {data, rows * cols / c, c}; }
+};
+
+// A weight bound to a backend; `id` indexes the backend's own table.
+struct BoundWeight {
+  int32_t id = -1;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  bool present() const { return id >= 0; }
+};
+
+// KV cache pages: a page holds `page_tokens` positions of every layer's keys and values.
+struct KvGeometry {
+  int64_t n_layer = 0;
+  int64_t n_kv_head = 0;
+  int64_t head_dim = 0;
+  int64_t page_tokens = 16;
+  bool f32 = false;  // keys and values in f32 instead of f16
+};
+
+// Rotary embedding of one model: the first rot_dim dims of each head rotate by position * inv_freq.
+struct RopeSpec {
+  std::vector<float> inv_freq;  // (rot_dim / 2)
+  bool neox = true;             // pairs (i, i + rot_dim/2); otherwise (2i, 2i+1)
+  float attn_factor = 1.0f;     // YaRN scales cos/sin by this
+};
+
+// One ragged batch as the ops see it: rows from many sequences, each a prefill chunk or a decode
+// token. Row r is token tokens[r] at position positions[r] of sequence row_seq[r], whose KV page
+// table is pages[page_begin[s] .. page_begin[s + 1]); it attends to positions [0, positions[r]].
+struct BatchPlan {
+  std::span<const int32_t> tokens;      // (n_rows)
+  std::span<const int32_t> positions;   // (n_rows)
+  std::span<const int32_t> row_seq;     // (n_rows)
+  std::span<const int32_t> page_begin;  // (n_seqs + 1)
+  std::span<const int32_t> pages;       // every sequence's page ids, concatenated
+  std::span<const int32_t> out_rows;    // rows whose logits are wanted, ascending
+  int64_t max_ctx = 0;                  // the largest positions[r] + 1
+};
+
+// How a backend wants weight matrices laid out; the loader converts rows into it as it streams.
+class WeightLayout {
+ public:
+  virtual ~WeightLayout() = default;
+  // True when matrices of this type and row length are stored in the backend's own layout rather
+  // than as GGUF rows.
+  virtual bool Repacks(GgmlType type, int64_t cols) const = 0;
+  // Bytes of a (rows, cols) matrix in that layout.
+  virtual size_t Bytes(GgmlType type, int64_t rows, int64_t cols) const = 0;
+  // Rows converted together, and the bytes one such group takes.
+  virtual int64_t GroupRows() const = 0;
+  virtual size_t GroupBytes(GgmlType type, int64_t cols) const = 0;
+  // Converts n (<= GroupRows) GGUF rows into one group.
+  virtual Status Convert(GgmlType type, const uint8_t* rows, int64_t n, int64_t cols, uint8_t* group) const = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Worker threads (CPU) or 0.
+  virtual int threads() const = 0;
+  virtual const WeightLayout& layout() const = 0;
+
+  // --- Weights: bound once after loading; checks type, shape and layout here, never per call.
+  virtual Result<BoundWeight> BindMatrix(const Weight& w) = 0;  // for MatMul
+  virtual Result<BoundWeight> BindVector(const Weight& w) = 0;  // f32 (n) for RmsNorm and AddRow
+  // A table for Embed; lookups round-trip through `as_type` (a lookup in a higher-precision copy
+  // then gives exactly the values of a table converted to as_type).
+  virtual Result<BoundWeight> BindEmbedding(const Weight& table, GgmlType as_type) = 0;
+  virtual Result<int32_t> BindRope(const RopeSpec& rope) = 0;
+
+  // --- Memory.
+  virtual Result<Tensor> Alloc(int64_t rows, int64_t cols) = 0;
+  virtual void Free(Tensor t) = 0;
+  // A KV store of up to max_pages pages; page storage is made usable by GrowKv.
+  virtual Result<int32_t> CreateKv(const KvGeometry& g, int64_t max_pages) = 0;
+  virtual Status GrowKv(int32_t kv, int64_t n_pages) = 0;  // pages [0, n_pages) usable
+  // Fixed-size per-sequence state slots (recurrent layers), zeroed when created.
+  virtual Result<int32_t> CreateStates(size_t slot_bytes, int64_t n_slots) = 0;
+
+  // --- Queued work.
+  // The batch the following calls refer to; the arrays are copied.
+  virtual void SetBatch(const BatchPlan& batch) = 0;
+  // out (n_rows, d) = rows of the table for the batch's tokens.
+  virtual void Embed(BoundWeight table, Tensor out) = 0;
+  // y (n, w.rows) = x (n, w.cols) . w^T.
+  virtual void MatMul(BoundWeight w, Tensor x, Tensor y) = 0;
+  // y = x / rms(x) * w per row of x (x.cols == w.cols); y may be x.
+  virtual void RmsNorm(Tensor x, BoundWeight w, Tensor y, float eps) = 0;
+  // x[r] += b for each row.
+  virtual void AddRow(Tensor x, BoundWeight b) = 0;
+  // x += y.
+  virtual void Add(Tensor x, Tensor y) = 0;
+  // g = silu(g) * u.
+  virtual void SiluMul(Tensor g, Tensor u) = 0;
+  // Rotates every head (x.cols / head_dim of them) of row r by the batch's positions[r].
+  virtual void Rope(Tensor x, int64_t head_dim, int32_t rope) = 0;
+  // Stores row r of k and v (n_kv_head * head_dim) at positions[r] of its sequence, layer `layer`.
+  virtual void KvWrite(int32_t kv, int64_t layer, Tensor k, Tensor v) = 0;
+  // out (n_rows, n_head * head_dim): causal attention of each row's query heads over its sequence's
+  // keys and values (grouped-query: n_head / n_kv_head query heads per KV head).
+  virtual void Attention(int32_t kv, int64_t layer, Tensor q, float scale, Tensor out) = 0;
+  // out[i] = x[out_rows[i]].
+  virtual void GatherOutRows(Tensor x, Tensor out) = 0;
+  // Copies page src into page dst (copy-on-write of a shared partial page).
+  virtual void CopyKvPage(int32_t kv, int32_t src, int32_t dst) = 0;
+  // Copies state slot src into slot dst (snapshots and restores).
+  virtual void CopyState(int32_t states, int64_t src, int64_t dst) = 0;
+  // Copies t to host memory (t.rows * t.cols floats) once the queue reaches it.
+  virtual void Download(Tensor t, float* host) = 0;
+  // Waits for the queued work; the first error since the last call, with the queue cleared.
+  virtual Status Synchronize() = 0;
+};
+
+struct BackendOptions {
+  std::string name = "cpu";
+  int threads = 0;  // CPU threads, 0: FAK_THREADS or every CPU
+};
+
+// The backends compiled into this binary, by name.
+Result<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options = {});
+// The layout the default (CPU) backend prefers, for loading without a backend at hand.
+const WeightLayout& DefaultWeightLayout();
+
+}  // namespace fak
