@@ -79,6 +79,7 @@ Result<double> TimeOne(Session& s, const std::string& kind, int64_t n, int64_t v
 }  // namespace
 
 void RegisterBenchCompare(CLI::App* bench_cmd, Context& ctx);  // cmd_compare.cpp
+void RegisterBenchBatch(CLI::App* bench_cmd, Context& ctx);    // cmd_bench_batch.cpp
 
 void RegisterBench(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("bench", "Throughput: prefill (ppN) and decode (tgN) tokens/s, like llama-bench");
@@ -103,9 +104,10 @@ void RegisterBench(CLI::App& app, Context& ctx) {
   });
 
   RegisterBenchCompare(cmd, ctx);
+  RegisterBenchBatch(cmd, ctx);
 
   cmd->callback([cmd, &ctx]() {
-    if (!cmd->get_subcommands().empty()) return;  // kernels, compare, validate, report
+    if (!cmd->get_subcommands().empty()) return;  // kernels, batch, compare, validate, report
     if (mf.model.empty()) {
       ctx.exit_code = Fail("bench: give -m MODEL (or use `fak bench kernels`)");
       return;

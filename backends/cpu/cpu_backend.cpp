@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
@@ -13,6 +14,7 @@
 #include "backends/cpu/ops.h"        // RmsNorm, Rope, SiluMul, EmbeddingRow, FloatToHalf
 #include "backends/cpu/packed.h"     // PackMatrix, PackedBytes
 #include "core/thread_pool.h"
+#include "core/timer.h"
 
 namespace fak::cpu {
 namespace {
@@ -65,10 +67,31 @@ struct Embedding {
   GgmlType as_type;
 };
 
+enum ProfiledOp { kEmbed, kMatMul, kRmsNorm, kAddRow, kAdd, kSiluMul, kRope, kKvWrite, kAttention, kGatherOutRows, kDownload, kNumProfiledOps };
+constexpr const char* kOpNames[] = {"Embed", "MatMul", "RmsNorm", "AddRow", "Add", "SiluMul", "Rope", "KvWrite", "Attention", "GatherOutRows", "Download"};
+
+// FAK_PROFILE=1: time per op kind, printed to stderr when the backend is destroyed.
+bool ProfilingEnabled() {
+  const char* v = std::getenv("FAK_PROFILE");
+  return v != nullptr && v[0] == '1';
+}
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const CpuBackendOptions& o)
       : pool_(o.threads > 0 ? o.threads : DefaultThreadCount(), o.pin), k_(Kernels()) {}
+
+  ~CpuBackend() override {
+    if (!profile_) return;
+    double total = 0;
+    for (double t : op_ns_) total += t;
+    std::fprintf(stderr, "cpu backend profile (%.1f ms in ops):\n", total * 1e-6);
+    for (int i = 0; i < kNumProfiledOps; ++i) {
+      if (op_calls_[i] == 0) continue;
+      std::fprintf(stderr, "  %-14s %9.1f ms %5.1f%%  %8lld calls\n", kOpNames[i], op_ns_[i] * 1e-6,
+                   100.0 * op_ns_[i] / total, static_cast<long long>(op_calls_[i]));
+    }
+  }
 
   std::string name() const override { return "cpu"; }
   int threads() const override { return pool_.size(); }
@@ -157,6 +180,7 @@ class CpuBackend final : public Backend {
 
   void Embed(BoundWeight table, Tensor out) override {
     if (!error_.ok()) return;
+    Profile prof(this, kEmbed);
     const Embedding& e = embeddings_[static_cast<size_t>(table.id)];
     for (size_t r = 0; r < tokens_.size(); ++r) {
       Status s = EmbeddingRow(e.table, tokens_[r], out.data + static_cast<int64_t>(r) * out.cols, e.as_type);
@@ -166,43 +190,56 @@ class CpuBackend final : public Backend {
 
   void MatMul(BoundWeight w, Tensor x, Tensor y) override {
     if (!error_.ok()) return;
+    Profile prof(this, kMatMul);
     Status s = cpu::MatMul(matrices_[static_cast<size_t>(w.id)], x.data, x.rows, y.data, pool_, &k_);
     if (!s.ok()) Fail(std::move(s));
   }
 
   void RmsNorm(Tensor x, BoundWeight w, Tensor y, float eps) override {
     if (!error_.ok()) return;
-    cpu::RmsNorm(x.data, vectors_[static_cast<size_t>(w.id)], y.data, x.rows, x.cols, eps);
+    Profile prof(this, kRmsNorm);
+    const float* wv = vectors_[static_cast<size_t>(w.id)];
+    Rows(x.rows, x.cols, [&](int64_t r0, int64_t r1) {
+      cpu::RmsNorm(x.data + r0 * x.cols, wv, y.data + r0 * y.cols, r1 - r0, x.cols, eps);
+    });
   }
 
   void AddRow(Tensor x, BoundWeight b) override {
     if (!error_.ok()) return;
+    Profile prof(this, kAddRow);
     AddBias(x.data, vectors_[static_cast<size_t>(b.id)], x.rows, x.cols);
   }
 
   void Add(Tensor x, Tensor y) override {
     if (!error_.ok()) return;
-    const int64_t n = x.rows * x.cols;
-    for (int64_t i = 0; i < n; ++i) x.data[i] += y.data[i];
+    Profile prof(this, kAdd);
+    Elements(x.rows * x.cols, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) x.data[i] += y.data[i];
+    });
   }
 
   void SiluMul(Tensor g, Tensor u) override {
     if (!error_.ok()) return;
-    cpu::SiluMul(g.data, u.data, g.rows * g.cols);
+    Profile prof(this, kSiluMul);
+    Elements(g.rows * g.cols, [&](int64_t i0, int64_t i1) { cpu::SiluMul(g.data + i0, u.data + i0, i1 - i0); });
   }
 
   void Rope(Tensor x, int64_t head_dim, int32_t rope) override {
     if (!error_.ok()) return;
+    Profile prof(this, kRope);
     const RopeSpec& r = ropes_[static_cast<size_t>(rope)];
     const int64_t rot_dim = static_cast<int64_t>(r.inv_freq.size()) * 2;
-    for (int64_t t = 0; t < x.rows; ++t) {
-      cpu::Rope(x.data + t * x.cols, x.cols / head_dim, head_dim, rot_dim, positions_[static_cast<size_t>(t)],
-                r.inv_freq.data(), r.neox, r.attn_factor);
-    }
+    Rows(x.rows, x.cols, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        cpu::Rope(x.data + t * x.cols, x.cols / head_dim, head_dim, rot_dim, positions_[static_cast<size_t>(t)],
+                  r.inv_freq.data(), r.neox, r.attn_factor);
+      }
+    });
   }
 
   void KvWrite(int32_t kv, int64_t layer, Tensor k, Tensor v) override {
     if (!error_.ok()) return;
+    Profile prof(this, kKvWrite);
     const KvStore& s = kv_[static_cast<size_t>(kv)];
     const int64_t hd = s.g.head_dim, pt = s.g.page_tokens;
     for (int64_t r = 0; r < k.rows; ++r) {
@@ -229,6 +266,7 @@ class CpuBackend final : public Backend {
 
   void Attention(int32_t kv, int64_t layer, Tensor q, float scale, Tensor out) override {
     if (!error_.ok()) return;
+    Profile prof(this, kAttention);
     const KvStore& s = kv_[static_cast<size_t>(kv)];
     const int64_t hd = s.g.head_dim, nkv = s.g.n_kv_head, nh = q.cols / hd, group = nh / nkv;
     // Page pointers of this layer, (kv head, page slot) for every page slot of the batch's tables.
@@ -260,6 +298,7 @@ class CpuBackend final : public Backend {
 
   void GatherOutRows(Tensor x, Tensor out) override {
     if (!error_.ok()) return;
+    Profile prof(this, kGatherOutRows);
     for (size_t i = 0; i < out_rows_.size(); ++i) {
       std::memcpy(out.data + static_cast<int64_t>(i) * out.cols, x.data + out_rows_[i] * x.cols,
                   static_cast<size_t>(x.cols) * 4);
@@ -282,6 +321,7 @@ class CpuBackend final : public Backend {
 
   void Download(Tensor t, float* host) override {
     if (!error_.ok()) return;
+    Profile prof(this, kDownload);
     std::memcpy(host, t.data, static_cast<size_t>(t.rows * t.cols) * 4);
   }
 
@@ -292,6 +332,19 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // Element-wise and row-wise work is split across the pool once it is big enough to pay for the
+  // hand-off (a decode step of one sequence stays on the calling thread). Each element or row is
+  // computed the same way wherever the split falls.
+  static constexpr int64_t kMinParallelElements = 16384;
+  void Elements(int64_t n, FunctionRef<void(int64_t, int64_t)> fn) {
+    if (n < kMinParallelElements || pool_.size() == 1) return fn(0, n);
+    pool_.ParallelForDynamic(n, 1024, fn);
+  }
+  void Rows(int64_t rows, int64_t cols, FunctionRef<void(int64_t, int64_t)> fn) {
+    if (rows * cols < kMinParallelElements || rows < 2 || pool_.size() == 1) return fn(0, rows);
+    pool_.ParallelForDynamic(rows, 1, fn);
+  }
+
   void Fail(Status s) {
     if (error_.ok()) error_ = std::move(s);
   }
@@ -300,8 +353,24 @@ class CpuBackend final : public Backend {
     return pages_[static_cast<size_t>(page_begin_[static_cast<size_t>(seq)] + index)];
   }
 
+  // Times one op when profiling.
+  struct Profile {
+    Profile(CpuBackend* b, int op) : b_(b->profile_ ? b : nullptr), op_(op), t0_(b_ ? NowNanos() : 0) {}
+    ~Profile() {
+      if (b_ == nullptr) return;
+      b_->op_ns_[op_] += static_cast<double>(NowNanos() - t0_);
+      ++b_->op_calls_[op_];
+    }
+    CpuBackend* b_;
+    int op_;
+    int64_t t0_;
+  };
+
   ThreadPool pool_;
   const KernelTable& k_;
+  bool profile_ = ProfilingEnabled();
+  double op_ns_[kNumProfiledOps] = {};
+  int64_t op_calls_[kNumProfiledOps] = {};
   Status error_ = Status::Ok();
   std::vector<QuantMatrix> matrices_;
   std::vector<const float*> vectors_;
