@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "backends/cpu/exp.h"  // ExpFast
 #include "backends/cpu/ops.h"  // HalfToFloat
 
 namespace fak::cpu {
@@ -22,7 +23,7 @@ void AttendF32(const float* q, int64_t head_dim, const HeadKv& kv, int64_t n_ctx
     if (scores[j] > max_score) max_score = scores[j];
   }
   float sum = 0;
-  for (int64_t j = 0; j < n_ctx; ++j) sum += (scores[j] = std::exp(scores[j] - max_score));
+  for (int64_t j = 0; j < n_ctx; ++j) sum += (scores[j] = ExpFast(scores[j] - max_score));
   for (int64_t d = 0; d < head_dim; ++d) out[d] = 0;
   for (int64_t j = 0; j < n_ctx; ++j) {
     const float* v = row(kv.v_pages, j);
@@ -50,7 +51,7 @@ void AttendHeadPortable(const float* q, int64_t head_dim, const HeadKv& kv, int6
   }
   float sum = 0;
   for (int64_t j = 0; j < n_ctx; ++j) {
-    scores[j] = std::exp(scores[j] - max_score);
+    scores[j] = ExpFast(scores[j] - max_score);
     sum += scores[j];
   }
   for (int64_t d = 0; d < head_dim; ++d) out[d] = 0;
@@ -61,6 +62,17 @@ void AttendHeadPortable(const float* q, int64_t head_dim, const HeadKv& kv, int6
   }
   const float inv = 1.0f / sum;
   for (int64_t d = 0; d < head_dim; ++d) out[d] *= inv;
+}
+
+int64_t AttendScratchFloats(int64_t group, int64_t head_dim, int64_t n_ctx) {
+  return group * n_ctx + (kAttendTile + group) * head_dim + 16;
+}
+
+void AttendGroupPortable(const float* q, int64_t group, int64_t head_dim, const HeadKv& kv, int64_t n_ctx,
+                         float scale, float* scratch, float* out) {
+  for (int64_t g = 0; g < group; ++g) {
+    AttendHeadPortable(q + g * head_dim, head_dim, kv, n_ctx, scale, scratch, out + g * head_dim);
+  }
 }
 
 }  // namespace fak::cpu

@@ -221,7 +221,7 @@ class CpuBackend final : public Backend {
   void SiluMul(Tensor g, Tensor u) override {
     if (!error_.ok()) return;
     Profile prof(this, kSiluMul);
-    Elements(g.rows * g.cols, [&](int64_t i0, int64_t i1) { cpu::SiluMul(g.data + i0, u.data + i0, i1 - i0); });
+    Elements(g.rows * g.cols, [&](int64_t i0, int64_t i1) { k_.silu_mul(g.data + i0, u.data + i0, i1 - i0); });
   }
 
   void Rope(Tensor x, int64_t head_dim, int32_t rope) override {
@@ -279,19 +279,27 @@ class CpuBackend final : public Backend {
         v_ptrs_[h * n_slots + p] = s.Block(pages_[p], layer, h, 1);
       }
     }
-    scores_.resize(static_cast<size_t>(pool_.size()) * static_cast<size_t>(max_ctx_));
-    const AttendHeadFn attend = k_.attend;
     const int64_t T = q.rows;
-    // One (row, head) pair per work item; each reads only the cache, so neither the batch around a
-    // row nor how its prompt was chunked changes its result.
+    // Work items: (row, KV head) with its query heads together, or, when that leaves threads idle,
+    // (row, query head). A head's result is the same bits either way (AttendGroupFn's contract), and
+    // each item reads only the cache, so neither the batch around a row nor how its prompt was
+    // chunked changes its result.
+    const bool grouped = T * nkv >= 2 * pool_.size();
+    const int64_t per_item = grouped ? group : 1;
+    const int64_t n_items = grouped ? T * nkv : T * nh;
+    const int64_t scratch = AttendScratchFloats(per_item, hd, max_ctx_);
+    scores_.resize(static_cast<size_t>(pool_.size()) * static_cast<size_t>(scratch));
+    const AttendGroupFn attend = k_.attend_group;
     pool_.Run([&](int tid, int nt) {
-      float* scores = &scores_[static_cast<size_t>(tid) * static_cast<size_t>(max_ctx_)];
-      for (int64_t item = tid; item < T * nh; item += nt) {
-        const int64_t t = item / nh, h = item % nh, g = h / group;
+      float* sc = &scores_[static_cast<size_t>(tid) * static_cast<size_t>(scratch)];
+      for (int64_t item = tid; item < n_items; item += nt) {
+        const int64_t t = grouped ? item / nkv : item / nh;
+        const int64_t h0 = grouped ? (item % nkv) * group : item % nh;  // first query head
+        const int64_t g = h0 / group;
         const size_t first = static_cast<size_t>(page_begin_[static_cast<size_t>(row_seq_[static_cast<size_t>(t)])]);
         HeadKv hk{&k_ptrs_[g * n_slots + first], &v_ptrs_[g * n_slots + first], s.g.page_tokens, s.g.f32};
-        attend(q.data + t * q.cols + h * hd, hd, hk, positions_[static_cast<size_t>(t)] + 1, scale, scores,
-               out.data + t * out.cols + h * hd);
+        attend(q.data + t * q.cols + h0 * hd, per_item, hd, hk, positions_[static_cast<size_t>(t)] + 1, scale, sc,
+               out.data + t * out.cols + h0 * hd);
       }
     });
   }

@@ -9,6 +9,8 @@ KernelTable Build(Isa isa, void (*fill_matvec)(KernelTable*), void (*fill_matmul
   fill_matvec(&t);
   fill_matmul(&t);
   if (isa != Isa::kNeon && AttendHeadAvx2() != nullptr) t.attend = AttendHeadAvx2();  // AVX2+FMA+F16C
+  if (isa != Isa::kNeon && SiluMulAvx2Fn() != nullptr) t.silu_mul = SiluMulAvx2Fn();
+  if (isa != Isa::kNeon && AttendGroupAvx2() != nullptr) t.attend_group = AttendGroupAvx2();
   return t;
 }
 

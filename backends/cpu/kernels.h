@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/cpu/act.h"        // SiluMulFn
 #include "backends/cpu/attention.h"  // AttendHeadFn
 
 namespace fak::cpu {
@@ -61,6 +62,8 @@ struct KernelTable {
   QuantizePackedFn quantize_packed[kNumWeightFormats] = {};
   Int8PeakFn int8_peak = nullptr;
   AttendHeadFn attend = nullptr;  // one query head over paged f16/f32 keys and values
+  AttendGroupFn attend_group = nullptr;  // the query heads sharing one KV head, same bits per head
+  SiluMulFn silu_mul = nullptr;   // SwiGLU: g = silu(g) * u
 };
 
 // The table in use: the best level the CPU supports, or FAK_ISA's choice.

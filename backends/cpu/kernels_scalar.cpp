@@ -2,6 +2,7 @@
 // table is tested against.
 #include "backends/cpu/isa_tables.h"  // FillScalarPacked
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/ops.h"  // SiluMul
 #include "quant/f16.h"   // VecDotF16F32, VecDotBf16F32, VecDotF32F32
 #include "quant/q4_k.h"  // VecDotQ4_KQ8_K
 #include "quant/q6_k.h"  // VecDotQ6_KQ8_K
@@ -66,6 +67,8 @@ KernelTable MakeTable() {
   FillScalarPacked(&t);
   t.int8_peak = Int8Peak;
   t.attend = AttendHeadPortable;
+  t.attend_group = AttendGroupPortable;
+  t.silu_mul = SiluMul;
   return t;
 }
 

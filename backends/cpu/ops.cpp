@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backends/cpu/exp.h"  // SiluMulOne
 #include "quant/codec.h"
 #include "quant/f16.h"
 
@@ -68,7 +69,7 @@ void Rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t 
 }
 
 void SiluMul(float* g, const float* u, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  for (int64_t i = 0; i < n; ++i) g[i] = SiluMulOne(g[i], u[i]);
 }
 
 Status EmbeddingRow(const Weight& table, int64_t id, float* out, GgmlType as_type) {

@@ -2,11 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "backends/cpu/attention.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/exp.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/ops.h"
 
@@ -186,6 +188,56 @@ TEST(Ops, EmbeddingRowChecksTheId) {
   EXPECT_EQ(out[0], 5.0f);
   EXPECT_EQ(cpu::EmbeddingRow(w, 3, out, GgmlType::kF32).code(), StatusCode::kOutOfRange);
   EXPECT_EQ(cpu::EmbeddingRow(w, -1, out, GgmlType::kF32).code(), StatusCode::kOutOfRange);
+}
+
+}  // namespace
+}  // namespace fak
+
+namespace fak {
+namespace {
+
+TEST(Ops, ExpFastIsCloseToExpAndSimdFormsGiveTheSameBits) {
+  double worst = 0;
+  for (float x = -87.0f; x < 88.0f; x += 0.0137f) {
+    worst = std::max(worst, std::fabs(cpu::ExpFast(x) / std::exp(double(x)) - 1.0));
+  }
+  EXPECT_LT(worst, 4e-7);
+  // SiluMul: the table's kernel equals the scalar reference for every length (vector body + tail).
+  auto g0 = Random(1000, 21, 4.0f), u = Random(1000, 22);
+  for (int64_t n : {1, 7, 8, 9, 64, 1000}) {
+    std::vector<float> a(g0.begin(), g0.begin() + n), b = a;
+    cpu::SiluMul(a.data(), u.data(), n);
+    cpu::Kernels().silu_mul(b.data(), u.data(), n);
+    ASSERT_EQ(0, std::memcmp(a.data(), b.data(), n * 4)) << n;
+  }
+}
+
+TEST(Ops, GroupedAttentionGivesEachHeadsOneHeadBits) {
+  const int64_t hd = 64, page = 16, group = 7;
+  for (int64_t n_ctx : {1, 5, 64, 65, 150}) {
+    const int64_t n_pages = (n_ctx + page - 1) / page;
+    std::vector<std::vector<uint16_t>> kp(n_pages, std::vector<uint16_t>(page * hd)), vp = kp;
+    auto kf = Random(n_pages * page * hd, 31), vf = Random(n_pages * page * hd, 32);
+    for (int64_t j = 0; j < n_pages * page; ++j) {
+      for (int64_t d = 0; d < hd; ++d) {
+        kp[j / page][(j % page) * hd + d] = cpu::FloatToHalf(kf[j * hd + d]);
+        vp[j / page][(j % page) * hd + d] = cpu::FloatToHalf(vf[j * hd + d]);
+      }
+    }
+    std::vector<const uint16_t*> kptr, vptr;
+    for (int64_t p = 0; p < n_pages; ++p) kptr.push_back(kp[p].data()), vptr.push_back(vp[p].data());
+    cpu::HeadKv kv{kptr.data(), vptr.data(), page};
+    auto q = Random(group * hd, 33);
+    const cpu::KernelTable& k = cpu::Kernels();
+    std::vector<float> scratch(cpu::AttendScratchFloats(group, hd, n_ctx)), grouped(group * hd), one(hd);
+    k.attend_group(q.data(), group, hd, kv, n_ctx, 0.125f, scratch.data(), grouped.data());
+    for (int64_t g = 0; g < group; ++g) {
+      k.attend_group(&q[g * hd], 1, hd, kv, n_ctx, 0.125f, scratch.data(), one.data());
+      ASSERT_EQ(0, std::memcmp(one.data(), &grouped[g * hd], hd * 4)) << "head " << g << " n_ctx " << n_ctx;
+      k.attend(&q[g * hd], hd, kv, n_ctx, 0.125f, scratch.data(), one.data());
+      ASSERT_EQ(0, std::memcmp(one.data(), &grouped[g * hd], hd * 4)) << "one-head kernel, head " << g;
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,31 @@
+// The 8-lane form of ExpFast (backends/cpu/exp.h): the same operations lane by lane. Included only by
+// translation units compiled with AVX2 flags; internal linkage.
+#pragma once
+
+#include <immintrin.h>
+
+#include "backends/cpu/exp.h"
+
+namespace fak::cpu {
+namespace {
+
+inline __m256 Exp8(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(kExpMin));
+  x = _mm256_min_ps(x, _mm256_set1_ps(kExpMax));
+  const __m256 round = _mm256_set1_ps(kRound);
+  const __m256 n = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), round), round);
+  __m256 r = _mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(kLn2Hi)));
+  r = _mm256_sub_ps(r, _mm256_mul_ps(n, _mm256_set1_ps(kLn2Lo)));
+  __m256 p = _mm256_set1_ps(kExpP0);
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kExpP1));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kExpP2));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kExpP3));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kExpP4));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kExpP5));
+  const __m256 y = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(p, r), r), r), _mm256_set1_ps(1.0f));
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(bits));
+}
+
+}  // namespace
+}  // namespace fak::cpu
