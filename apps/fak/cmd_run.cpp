@@ -12,7 +12,7 @@
 #include "engine/generate.h"
 #include "engine/session.h"
 #include "tokenizer/chat_template.h"
-#include "tokenizer/template_cli.h"
+#include "apps/fak/template_cli.h"
 
 namespace fak::cli {
 namespace {

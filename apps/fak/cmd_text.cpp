@@ -2,8 +2,8 @@
 #include <iostream>
 
 #include "apps/fak/commands.h"
-#include "tokenizer/template_cli.h"
-#include "tokenizer/tokenize_cli.h"
+#include "apps/fak/template_cli.h"
+#include "apps/fak/tokenize_cli.h"
 
 namespace fak::cli {
 

@@ -9,6 +9,7 @@
 
 #include "core/status.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/chat_template_loader.h"
 
 namespace fak {
 
@@ -22,15 +23,6 @@ struct TemplateOptions {
   std::optional<bool> add_generation_prompt;  // overrides the file's value; default false
   std::string template_name;                  // for configs with several named templates; "default"
 };
-
-// The template source and special tokens a model ships.
-struct ModelChatTemplate {
-  std::string source;
-  std::string bos_token;
-  std::string eos_token;
-};
-Result<ModelChatTemplate> LoadModelChatTemplate(const std::string& model_path,
-                                                const std::string& template_name = "");
 
 Status RunTemplate(const TemplateOptions& options, std::ostream& out);
 

@@ -1,4 +1,4 @@
-#include "tokenizer/tokenize_cli.h"
+#include "apps/fak/tokenize_cli.h"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 // `fak template`: models given as a GGUF file or a directory with tokenizer_config.json.
-#include "tokenizer/template_cli.h"
+#include "apps/fak/template_cli.h"
 
 #include <filesystem>
 #include <fstream>

@@ -1,0 +1,20 @@
+// The chat template a model ships: from a GGUF file (`tokenizer.chat_template`) or a checkpoint
+// folder (tokenizer_config.json's `chat_template`, or chat_template.jinja), with its BOS/EOS text.
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+
+namespace fak {
+
+struct ModelChatTemplate {
+  std::string source;
+  std::string bos_token;
+  std::string eos_token;
+};
+// template_name picks one of several named templates ("default" when empty).
+Result<ModelChatTemplate> LoadModelChatTemplate(const std::string& model_path,
+                                                const std::string& template_name = "");
+
+}  // namespace fak
