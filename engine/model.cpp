@@ -100,10 +100,8 @@ Status LoadTensors(Model& m, const std::vector<TensorSpec>& specs, WeightLoader&
       FAK_ASSIGN_OR_RETURN(w, ld.Matrix(t.name, t.rows, t.cols, t.what, /*embedding=*/true));
       m.embd_as = w.type;
       m.lookup_only_bytes = static_cast<uint64_t>(w.rows) * w.row_bytes;
-    } else if (t.role == TensorRole::kOutput && !untied) {
-      continue;  // tied: bound with the embedding
-    } else if (t.optional && !ld.Has(t.name)) {
-      continue;
+    } else if ((t.role == TensorRole::kOutput && !untied) || (t.optional && !ld.Has(t.name))) {
+      continue;  // tied outputs are bound with the embedding; optional tensors may be absent
     } else if (vector) {
       FAK_ASSIGN_OR_RETURN(w, ld.Vector(t.name, t.cols, t.what));
     } else {

@@ -39,12 +39,14 @@ Result<WeightArena> WeightArena::Create(size_t bytes, bool huge_pages) {
   if (p == MAP_FAILED) {
     return IoError("cannot reserve {} bytes for weights: {}", a.size_, std::strerror(errno));
   }
-  auto addr = reinterpret_cast<uintptr_t>(p);
-  const uintptr_t aligned = (addr + kHuge - 1) & ~(kHuge - 1);
-  if (aligned > addr) munmap(p, aligned - addr);
-  const uintptr_t end = aligned + a.size_;
-  if (addr + span > end) munmap(reinterpret_cast<void*>(end), addr + span - end);
-  a.base_ = reinterpret_cast<uint8_t*>(aligned);
+  // Offsets from the mapping, so the pointers keep their provenance.
+  auto* raw = static_cast<uint8_t*>(p);
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  const size_t head = ((addr + kHuge - 1) & ~(kHuge - 1)) - addr;
+  if (head > 0) munmap(raw, head);
+  const size_t tail = span - head - a.size_;
+  if (tail > 0) munmap(raw + head + a.size_, tail);
+  a.base_ = raw + head;
   if (huge_pages) madvise(a.base_, a.size_, MADV_HUGEPAGE);
   return a;
 }

@@ -15,9 +15,11 @@ namespace fs = std::filesystem;
 
 void DropPages(const uint8_t* data, uint64_t n) {
   static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t b = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
-  const uintptr_t e = (reinterpret_cast<uintptr_t>(data) + n) & ~(page - 1);
-  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+  const auto addr = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t b = (addr + page - 1) & ~(page - 1);
+  const uintptr_t e = (addr + n) & ~(page - 1);
+  // The page-aligned range as offsets from `data`, which keeps the pointer's provenance.
+  if (e > b) madvise(const_cast<uint8_t*>(data) + (b - addr), e - b, MADV_DONTNEED);
 }
 
 class GgufSource final : public WeightSource {
