@@ -27,7 +27,7 @@ class GgufSource final : public WeightSource {
   static Result<std::unique_ptr<WeightSource>> Open(const std::string& path) {
     auto s = std::make_unique<GgufSource>();
     FAK_ASSIGN_OR_RETURN(s->file_, GgufFile::Open(path));
-    FAK_ASSIGN_OR_RETURN(s->config_, ModelConfigFromGguf(s->file_));
+    FAK_ASSIGN_OR_RETURN(s->config_, ConfigFromGguf(s->file_));
     for (const auto& t : s->file_.tensors()) {
       s->index_[t.name] = s->tensors_.size();
       s->tensors_.push_back(SourceTensor{t.name, t.name, t.shape, t.type, t.data, t.n_bytes});
@@ -107,6 +107,14 @@ class HfSource final : public WeightSource {
 };
 
 }  // namespace
+
+Result<ModelConfig> ConfigFromGguf(const GgufFile& file) {
+  FAK_ASSIGN_OR_RETURN(ModelConfig c, ModelConfigFromGguf(file));
+  if (const Architecture* a = FindArchitecture(c.arch); a != nullptr && a->configure_from_tensors != nullptr) {
+    a->configure_from_tensors(c, [&](const std::string& name) { return file.FindTensor(name) != nullptr; });
+  }
+  return c;
+}
 
 std::string CanonicalTensorName(const std::string& hf) {
   // The architectures' own name maps; tensor names do not collide between them.

@@ -42,6 +42,10 @@ class WeightSource {
 };
 
 // Opens FILE.gguf, a .safetensors file beside a config.json, or a checkpoint folder.
+// A GGUF file's ModelConfig: its metadata (formats/model_config.h), then what its architecture reads
+// from the tensors it holds.
+Result<ModelConfig> ConfigFromGguf(const GgufFile& file);
+
 Result<std::unique_ptr<WeightSource>> OpenWeightSource(const std::string& path);
 
 // HF tensor name -> canonical name; "" when it is not a tensor fak uses.

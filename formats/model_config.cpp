@@ -260,8 +260,8 @@ Result<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
     c.vocab_size = static_cast<int64_t>(emb->shape[1]);
   }
   c.tied_embeddings = file.FindTensor("output.weight") == nullptr;
-  c.qkv_bias = file.FindTensor("blk.0.attn_q.bias") != nullptr;
-  c.qk_norm = file.FindTensor("blk.0.attn_q_norm.weight") != nullptr;
+  // What only the tensors tell (q/k/v biases, q/k norms) the architecture's config hook reads
+  // (engine/arch), where its tensor names live.
   if (file.Find("tokenizer.ggml.bos_token_id") != nullptr) {
     FAK_ASSIGN_OR_RETURN(uint64_t b, file.GetUint("tokenizer.ggml.bos_token_id"));
     c.bos_token_id = static_cast<int64_t>(b);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -34,6 +35,8 @@ struct TensorSpec {
   TensorRole role = TensorRole::kMatrix;
   const char* what = "";  // the shape's meaning, for errors: "n_head*head_dim x d_model"
   bool optional = false;  // may be absent from the file (kOutput: then tied)
+  bool more_bits = false;  // llama.cpp's _M mixes give it Q6_K in the layers UseMoreBits picks
+  bool rope_rows = false;  // q/k rows that llama-arch GGUF files permute for interleaved RoPE
 };
 
 // What one layer keeps per sequence: keys and values in KV pages, or a fixed-size recurrent state.
@@ -62,6 +65,8 @@ struct Architecture {
   // Every tensor a model of this config has, in the order fak writes them.
   std::vector<TensorSpec> (*tensors)(const ModelConfig& c);
   std::vector<LayerCache> (*caches)(const ModelConfig& c);
+  // Config facts a GGUF file states only through its tensors (has_tensor: whether the file holds one).
+  void (*configure_from_tensors)(ModelConfig& c, const std::function<bool(const std::string&)>& has_tensor);
   // Binds a loaded model's weights to a backend (checked once, here).
   Result<std::unique_ptr<ArchInstance>> (*instantiate)(const Model& model, Backend& backend);
 };

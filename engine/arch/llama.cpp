@@ -44,7 +44,10 @@ std::vector<TensorSpec> LlamaTensors(const ModelConfig& c) {
   out.push_back({kEmbd, c.vocab_size, d, R::kEmbedding, "vocab x d_model"});
   for (int64_t l = 0; l < c.n_layer; ++l) {
     auto add = [&](LayerTensor t, int64_t rows, int64_t cols, R role, const char* what) {
-      out.push_back({LayerName(l, t), rows, cols, role, what});
+      TensorSpec s{LayerName(l, t), rows, cols, role, what};
+      s.more_bits = t == kWv || t == kDown;
+      s.rope_rows = t == kWq || t == kWk || t == kBq || t == kBk;
+      out.push_back(std::move(s));
     };
     add(kAttnNorm, 1, d, R::kNorm, "d_model");
     add(kWq, q, d, R::kMatrix, "n_head*head_dim x d_model");
@@ -72,6 +75,12 @@ std::vector<TensorSpec> LlamaTensors(const ModelConfig& c) {
 
 std::vector<LayerCache> LlamaCaches(const ModelConfig& c) {
   return std::vector<LayerCache>(static_cast<size_t>(c.n_layer), LayerCache{LayerCache::kKv});
+}
+
+// Qwen2's q/k/v biases and Qwen3's q/k norms, seen in layer 0.
+void LlamaConfigure(ModelConfig& c, const std::function<bool(const std::string&)>& has_tensor) {
+  c.qkv_bias = has_tensor(LayerName(0, kBq));
+  c.qk_norm = has_tensor(LayerName(0, kQNorm));
 }
 
 struct Layer {
@@ -214,6 +223,7 @@ const Architecture& LlamaFamily() {
       HfLayerNames(),
       &LlamaTensors,
       &LlamaCaches,
+      &LlamaConfigure,
       &InstantiateLlama,
   };
   return arch;

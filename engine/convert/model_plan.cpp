@@ -67,15 +67,16 @@ std::vector<PlannedTensor> PlanTensors(const ModelConfig& c) {
   if (arch == nullptr) return out;
   for (const TensorSpec& t : arch->tensors(c)) {
     const auto rows = static_cast<uint64_t>(t.rows), cols = static_cast<uint64_t>(t.cols);
-    switch (t.role) {
-      case TensorRole::kOutput:
-        if (c.tied_embeddings) continue;
-        [[fallthrough]];
-      case TensorRole::kEmbedding:
-      case TensorRole::kMatrix: out.push_back({t.name, {cols, rows}, TensorKind::kMatrix}); break;
-      case TensorRole::kNorm: out.push_back({t.name, {cols}, TensorKind::kNorm}); break;
-      case TensorRole::kBias: out.push_back({t.name, {cols}, TensorKind::kBias}); break;
+    PlannedTensor p{t.name, {cols, rows}, TensorKind::kMatrix};
+    p.output = t.role == TensorRole::kOutput || (t.role == TensorRole::kEmbedding && c.tied_embeddings);
+    p.more_bits = t.more_bits;
+    p.rope_rows = t.rope_rows;
+    if (t.role == TensorRole::kOutput && c.tied_embeddings) continue;
+    if (t.role == TensorRole::kNorm || t.role == TensorRole::kBias) {
+      p.shape = {cols};
+      p.kind = t.role == TensorRole::kNorm ? TensorKind::kNorm : TensorKind::kBias;
     }
+    out.push_back(std::move(p));
   }
   return out;
 }

@@ -42,6 +42,9 @@ struct PlannedTensor {
   std::string name;             // "blk.0.attn_q.weight"
   std::vector<uint64_t> shape;  // ggml order: shape[0] is the row length
   TensorKind kind;
+  bool output = false;     // the output projection (token_embd when tied)
+  bool more_bits = false;  // TensorSpec::more_bits
+  bool rope_rows = false;  // TensorSpec::rope_rows
 };
 
 // The architecture's own tensor list (engine/arch), less the output matrix when tied; empty for an

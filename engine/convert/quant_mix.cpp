@@ -77,9 +77,8 @@ GgmlType TensorTypeFor(FileType ft, const TensorDesc& t) {
   const FileTypeInfo& info = GetFileTypeInfo(ft);
   GgmlType type = info.base;
   if (IsBlockQuant(type) && ft != FileType::kQ4_K) {  // q4_k is the pure mix: no per-tensor rules
-    const bool output = t.name == "output.weight" || (t.tied_embeddings && t.name == "token_embd.weight");
     const int64_t layer = LayerOf(t.name);
-    if (output) {
+    if (t.output) {
       // llama.cpp: Q8_0 when the base type's block does not divide the row, else Q6_K unless Q8_0.
       const int64_t block = GetGgmlTypeTraits(type)->block_size;
       if (t.ne0 % block != 0) {
@@ -87,8 +86,7 @@ GgmlType TensorTypeFor(FileType ft, const TensorDesc& t) {
       } else if (type != GgmlType::kQ8_0) {
         type = GgmlType::kQ6_K;
       }
-    } else if (ft == FileType::kQ4_K_M && layer >= 0 &&
-               (EndsWith(t.name, ".attn_v.weight") || EndsWith(t.name, ".ffn_down.weight"))) {
+    } else if (ft == FileType::kQ4_K_M && layer >= 0 && t.more_bits) {
       if (UseMoreBits(layer, t.n_layer)) type = GgmlType::kQ6_K;
     }
   }

@@ -1,7 +1,7 @@
 // Output file types ("q4_k_m", "q8_0", ...) and which ggml type each tensor gets under them. The
 // rules follow llama.cpp's llama-quantize so that fak's files have the same mix as the ecosystem's:
 // Q4_K_M keeps the output matrix (the token embedding when it is tied) and, in the layers
-// UseMoreBits picks, attn_v and ffn_down at Q6_K.
+// UseMoreBits picks, the tensors the architecture marks (llama: attn_v and ffn_down) at Q6_K.
 #pragma once
 
 #include <cstdint>
@@ -38,7 +38,8 @@ struct TensorDesc {
   int n_dims = 2;
   int64_t ne0 = 0;               // row length (shape[0])
   int64_t n_layer = 0;           // the model's block count
-  bool tied_embeddings = false;  // no output.weight: token_embd doubles as the output matrix
+  bool output = false;           // the output projection (the token embedding when tied)
+  bool more_bits = false;        // a tensor the _M mixes upgrade in the layers UseMoreBits picks
 };
 
 // True for the tensors llama.cpp quantizes: two or more dimensions, a name ending in "weight", not

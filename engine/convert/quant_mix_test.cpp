@@ -11,7 +11,7 @@ namespace {
 
 GgmlType TypeOf(FileType ft, const ModelConfig& c, const PlannedTensor& t) {
   return TensorTypeFor(ft, TensorDesc{t.name, static_cast<int>(t.shape.size()),
-                                      static_cast<int64_t>(t.shape[0]), c.n_layer, c.tied_embeddings});
+                                      static_cast<int64_t>(t.shape[0]), c.n_layer, t.output, t.more_bits});
 }
 
 TEST(QuantMix, FileTypeNamesAndLlamaNumbers) {
@@ -114,9 +114,10 @@ TEST(QuantMix, OnlyMatricesAreQuantized) {
   EXPECT_EQ(TensorTypeFor(FileType::kQ8_0, {"blk.0.attn_q.bias", 1, 256, 2, false}), GgmlType::kF32);
   EXPECT_EQ(TensorTypeFor(FileType::kQ8_0, {"blk.0.attn_q_norm.weight", 2, 256, 2, false}), GgmlType::kF32);
   EXPECT_EQ(TensorTypeFor(FileType::kF16, {"blk.0.attn_q.weight", 2, 100, 2, false}), GgmlType::kF16);
-  EXPECT_EQ(TensorTypeFor(FileType::kQ4_K, {"output.weight", 2, 256, 2, false}), GgmlType::kQ4_K);  // pure
-  EXPECT_EQ(TensorTypeFor(FileType::kQ6_K, {"output.weight", 2, 256, 2, false}), GgmlType::kQ6_K);
-  EXPECT_EQ(TensorTypeFor(FileType::kQ8_0, {"output.weight", 2, 256, 2, false}), GgmlType::kQ8_0);
+  EXPECT_EQ(TensorTypeFor(FileType::kQ4_K, {"output.weight", 2, 256, 2, true}), GgmlType::kQ4_K);  // pure
+  EXPECT_EQ(TensorTypeFor(FileType::kQ6_K, {"output.weight", 2, 256, 2, true}), GgmlType::kQ6_K);
+  EXPECT_EQ(TensorTypeFor(FileType::kQ8_0, {"output.weight", 2, 256, 2, true}), GgmlType::kQ8_0);
+  EXPECT_EQ(TensorTypeFor(FileType::kQ4_K_M, {"output.weight", 2, 256, 2, true}), GgmlType::kQ6_K);
   EXPECT_EQ(LayerOf("blk.17.ffn_down.weight"), 17);
   EXPECT_EQ(LayerOf("blk.x.ffn_down.weight"), -1);
   EXPECT_EQ(LayerOf("output.weight"), -1);

@@ -3,11 +3,13 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 
 #include <fmt/ranges.h>
 #include "core/mapped_file.h"
 #include "core/timer.h"
+#include "engine/arch/arch.h"      // FindArchitecture
 #include "engine/weight_source.h"  // OpenWeightSource
 #include "quant/codec.h"           // CanDequantize, DequantizeRow
 #include "tokenizer/loader.h"      // LoadTokenizerSpec
@@ -40,14 +42,20 @@ GgufWriter::Producer WithProgress(const TensorProgress& progress, size_t i, size
   };
 }
 
+// What the file-type rule needs to know of a tensor beyond its name and shape.
+struct TensorRoles {
+  bool output = false;
+  bool more_bits = false;
+};
+
 // Adds `t` converted to the type the file type's rule gives it. `source_row` maps an output row to
 // the input row it comes from (the llama q/k permutation); identity when null.
 Status AddConverted(GgufWriter& w, ThreadPool& pool, FileType ft, const Tensor& t, int64_t n_layer,
-                    bool tied, std::function<int64_t(int64_t)> source_row, const TensorProgress& progress,
+                    const TensorRoles& roles, std::function<int64_t(int64_t)> source_row, const TensorProgress& progress,
                     size_t index, size_t count, ConvertReport& report) {
   const int64_t cols = static_cast<int64_t>(t.shape[0]);
   const int64_t rows = static_cast<int64_t>(Elements(t.shape) / t.shape[0]);
-  const TensorDesc desc{t.name, static_cast<int>(t.shape.size()), cols, n_layer, tied};
+  const TensorDesc desc{t.name, static_cast<int>(t.shape.size()), cols, n_layer, roles.output, roles.more_bits};
   GgmlType target = TensorTypeFor(ft, desc);
   if (!IsQuantizable(desc) && (t.shape.size() > 1 || !CanDequantize(t.type)))
     target = t.type;  // copied as is
@@ -111,19 +119,26 @@ Status GgufToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, ThreadPool& 
       n_layer = static_cast<int64_t>(b);
     }
   }
-  const bool tied = in.FindTensor("output.weight") == nullptr;
+  // What each tensor is comes from its architecture's tensor list; for an architecture fak does not
+  // know, only GGUF's own top-level names say which matrix is the output.
+  std::map<std::string, TensorRoles> roles;
+  if (auto c = ConfigFromGguf(in); c.ok() && FindArchitecture(c->arch) != nullptr) {
+    c->tied_embeddings = in.FindTensor("output.weight") == nullptr;
+    for (const PlannedTensor& p : PlanTensors(*c)) roles[p.name] = {p.output, p.more_bits};
+  } else {
+    const bool tied = in.FindTensor("output.weight") == nullptr;
+    roles["output.weight"] = {true, false};
+    if (tied) roles["token_embd.weight"] = {true, false};
+  }
   const size_t n = in.tensors().size();
   for (size_t i = 0; i < n; ++i) {
     const GgufTensorInfo& t = in.tensors()[i];
+    const auto it = roles.find(t.name);
     FAK_RETURN_IF_ERROR(AddConverted(w, pool, ft.type, Tensor{t.name, t.shape, t.type, t.data, t.n_bytes},
-                                     n_layer, tied, nullptr, o.progress, i, n, report));
+                                     n_layer, it != roles.end() ? it->second : TensorRoles{}, nullptr,
+                                     o.progress, i, n, report));
   }
   return w.Write(o.output);
-}
-
-bool IsPermutedForLlama(const std::string& name) {
-  return name.ends_with(".attn_q.weight") || name.ends_with(".attn_q.bias") ||
-         name.ends_with(".attn_k.weight") || name.ends_with(".attn_k.bias");
 }
 
 Status HfToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, ThreadPool& pool,
@@ -166,11 +181,11 @@ Status HfToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, ThreadPool& po
                      st->source_name, fmt::join(st->shape, ", "), fmt::join(p.shape, ", "));
     }
     std::function<int64_t(int64_t)> perm;
-    if (c.arch == "llama" && IsPermutedForLlama(p.name))
+    if (c.arch == "llama" && p.rope_rows)
       perm = [hd](int64_t r) { return LlamaPermutedSourceRow(r, hd); };
     FAK_RETURN_IF_ERROR(AddConverted(w, pool, ft.type,
                                      Tensor{p.name, st->shape, st->type, st->data, st->n_bytes}, c.n_layer,
-                                     c.tied_embeddings, perm, o.progress, i, plan.size(), report));
+                                     TensorRoles{p.output, p.more_bits}, perm, o.progress, i, plan.size(), report));
   }
   return w.Write(o.output);
 }
