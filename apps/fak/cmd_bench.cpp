@@ -14,6 +14,7 @@
 #include "apps/fak/commands.h"
 #include "apps/fak/model_flags.h"
 #include "backends/cpu/kernel_bench.h"
+#include "backends/cpu/kernels.h"  // IsaName, Kernels
 #include "core/cpu_features.h"
 #include "core/timer.h"
 #include "engine/session.h"

@@ -2,10 +2,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "backends/cpu/kernel_bench.h"
+#include "backends/cpu/kernels.h"  // HasKernels
 #include "backends/cpu/model_bench.h"
+#include "quant/ggml_type.h"  // GgmlTypeFromName
 
 int main(int argc, char** argv) {
   fak::cpu::KernelBenchOptions o;
@@ -42,12 +45,10 @@ int main(int argc, char** argv) {
       o.min_seconds = std::atof(next());
     else if (a == "--format") {
       const std::string f = next();
-      bool found = false;
-      for (int k = 0; k < fak::cpu::kNumWeightFormats; ++k) {
-        const auto wf = static_cast<fak::cpu::WeightFormat>(k);
-        if (fak::cpu::WeightFormatName(wf) == f) o.formats.push_back(wf), found = true;
-      }
-      if (!found) {
+      const std::optional<fak::GgmlType> type = fak::GgmlTypeFromName(f);
+      if (type && fak::cpu::HasKernels(*type)) {
+        o.types.push_back(*type);
+      } else {
         std::fprintf(stderr, "fak_bench_kernels: unknown format %s (f16, bf16, q8_0, q4_k, q6_k, f32)\n",
                      f.c_str());
         return 2;

@@ -6,6 +6,10 @@
 
 namespace fak::cpu {
 
+// KernelSlot(type) as a compile-time constant for the table fillers; a type without kernels does not
+// compile. Nothing of it is emitted, so ISA translation units may call it (see x86_ymm_body.h).
+consteval int Slot(GgmlType type) { return HasKernels(type) ? KernelSlot(type) : throw "no kernel slot"; }
+
 // The plain-C++ packed kernels (every table starts from them; not native).
 void FillScalarPacked(KernelTable* t);
 void FillAvx2MatVec(KernelTable* t);

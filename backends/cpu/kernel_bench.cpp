@@ -8,10 +8,11 @@
 #include <string>
 
 #include "backends/cpu/huge_buffer.h"
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/packed.h"
 #include "backends/cpu/test_data.h"
-#include "core/thread_pool.h"
 #include "core/cpu_features.h"
+#include "core/thread_pool.h"
 #include "core/timer.h"
 
 namespace fak::cpu {
@@ -108,12 +109,6 @@ double MeasureInt8Peak(ThreadPool& pool, const KernelTable& k, double min_second
   return 2.0 * static_cast<double>(total) / s * 1e-9;  // one multiply-add = 2 ops
 }
 
-GgmlType PackType(WeightFormat f) {
-  return f == WeightFormat::kQ8_0   ? GgmlType::kQ8_0
-         : f == WeightFormat::kQ4_K ? GgmlType::kQ4_K
-                                    : GgmlType::kQ6_K;
-}
-
 bool SameBits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
 
 // Fills `dst` (rows of row_bytes) by repeating a smaller random matrix: generation stays fast and the
@@ -157,10 +152,13 @@ Status RunKernelBench(const KernelBenchOptions& o) {
   const KernelTable& ref = *KernelsFor(Isa::kScalar);
   const int64_t llc = LastLevelCacheBytes();
   const int64_t big = std::max<int64_t>(4 * llc, int64_t{128} << 20);
-  std::vector<WeightFormat> formats = o.formats;
-  if (formats.empty()) {
-    formats = {WeightFormat::kQ8_0, WeightFormat::kQ4_K, WeightFormat::kQ6_K,
-               WeightFormat::kF16,  WeightFormat::kBF16, WeightFormat::kF32};
+  std::vector<GgmlType> types = o.types;
+  if (types.empty()) {
+    types = {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K,
+             GgmlType::kF16,  GgmlType::kBF16, GgmlType::kF32};
+  }
+  for (GgmlType t : types) {
+    if (!HasKernels(t)) return InvalidArgument("bench kernels: no kernels for {}", GgmlTypeName(t));
   }
 
   std::fprintf(out, "fak bench kernels: isa %s, %d threads, cpu \"%s\" (%s)\n",
@@ -189,8 +187,8 @@ Status RunKernelBench(const KernelBenchOptions& o) {
                  static_cast<double>(bytes) / (1 << 20), s * 1e6, gbs, read, 100 * gbs / bw,
                  100 * gbs / read);
   };
-  for (WeightFormat f : formats) {
-    const int fi = static_cast<int>(f);
+  for (GgmlType f : types) {
+    const int fi = KernelSlot(f);
     const RandomMatrix tile = MakeRandomMatrix(f, 256, o.cols, 7 + fi, /*special=*/false);
     const int64_t rows = (big / static_cast<int64_t>(tile.row_bytes) + 255) / 256 * 256;
     const size_t bytes = static_cast<size_t>(rows) * tile.row_bytes;
@@ -203,7 +201,7 @@ Status RunKernelBench(const KernelBenchOptions& o) {
     k.matvec[fi](w.data(), tile.row_bytes, o.cols, act.data(), y.data(), 0, 256);
     ref.matvec[fi](w.data(), tile.row_bytes, o.cols, act.data(), yr.data(), 0, 256);
     if (!SameBits(y.data(), yr.data(), 256)) {
-      return Internal("bench kernels: {} matvec differs from the scalar reference", WeightFormatName(f));
+      return Internal("bench kernels: {} matvec differs from the scalar reference", GgmlTypeName(f));
     }
     double s, read_s;
     TimePairedWithRead(
@@ -215,12 +213,12 @@ Status RunKernelBench(const KernelBenchOptions& o) {
         },
         &read_s, &s);
     const std::string shape = std::to_string(rows) + "x" + std::to_string(o.cols);
-    row(std::string(WeightFormatName(f)), shape, bytes, s, read_s);
+    row(std::string(GgmlTypeName(f)), shape, bytes, s, read_s);
     if (!HasPackedLayout(f) || k.packed[fi] == nullptr) continue;
     // The packed layout: a 256-row tile packs into 16 whole groups, so tiling the packed bytes gives the
     // packed copy of the big matrix.
     std::vector<uint8_t> ptile(PackedBytes(f, 256, o.cols));
-    FAK_RETURN_IF_ERROR(PackMatrix(PackType(f), tile.data.data(), 256, o.cols, ptile.data()));
+    FAK_RETURN_IF_ERROR(PackMatrix(f, tile.data.data(), 256, o.cols, ptile.data()));
     const size_t pbytes = PackedBytes(f, rows, o.cols);
     for (size_t off = 0; off < pbytes; off += ptile.size()) {
       std::memcpy(w.data() + off, ptile.data(), std::min(ptile.size(), pbytes - off));
@@ -229,8 +227,7 @@ Status RunKernelBench(const KernelBenchOptions& o) {
     PackActivations(f, act.data(), 0, o.cols, 1, pact.data());
     k.packed[fi](w.data(), o.cols, pact.data(), 1, y.data(), 0, 0, 256);
     if (!SameBits(y.data(), yr.data(), 256)) {
-      return Internal("bench kernels: packed {} matvec differs from the scalar reference",
-                      WeightFormatName(f));
+      return Internal("bench kernels: packed {} matvec differs from the scalar reference", GgmlTypeName(f));
     }
     double sp, read_sp;
     TimePairedWithRead(
@@ -241,7 +238,7 @@ Status RunKernelBench(const KernelBenchOptions& o) {
           });
         },
         &read_sp, &sp);
-    row(std::string(WeightFormatName(f)) + " pk", shape, pbytes, sp, read_sp);
+    row(std::string(GgmlTypeName(f)) + " pk", shape, pbytes, sp, read_sp);
   }
 
   std::fprintf(
@@ -250,8 +247,8 @@ Status RunKernelBench(const KernelBenchOptions& o) {
       "beforehand\n",
       static_cast<long long>(o.matmul_tokens));
   std::fprintf(out, "%-9s %-20s %10s %9s %8s\n", "format", "shape x tokens", "ms", "GOPS", "% peak");
-  for (WeightFormat f : formats) {
-    const int fi = static_cast<int>(f);
+  for (GgmlType f : types) {
+    const int fi = KernelSlot(f);
     const RandomMatrix w = MakeRandomMatrix(f, o.matmul_rows, o.cols, 21 + fi, false);
     const int64_t nt = o.matmul_tokens;
     const auto act = MakeRandomActivations(f, nt, o.cols, 31 + fi, false);
@@ -261,7 +258,7 @@ Status RunKernelBench(const KernelBenchOptions& o) {
     ref.matmul[fi](w.data.data(), w.row_bytes, o.cols, act.data(), stride, nt, yr.data(), 32, 0, 32);
     for (int64_t t = 0; t < nt; ++t) {
       if (!SameBits(y.data() + t * o.matmul_rows, yr.data() + t * 32, 32)) {
-        return Internal("bench kernels: {} matmul differs from the scalar reference", WeightFormatName(f));
+        return Internal("bench kernels: {} matmul differs from the scalar reference", GgmlTypeName(f));
       }
     }
     const double s = TimeBest(o.min_seconds, [&] {
@@ -274,19 +271,18 @@ Status RunKernelBench(const KernelBenchOptions& o) {
                         static_cast<double>(nt) / s * 1e-9;
     const std::string shape =
         std::to_string(o.matmul_rows) + "x" + std::to_string(o.cols) + " x " + std::to_string(nt);
-    std::fprintf(out, "%-9s %-20s %10.2f %9.0f %7.0f%%\n", std::string(WeightFormatName(f)).c_str(),
+    std::fprintf(out, "%-9s %-20s %10.2f %9.0f %7.0f%%\n", std::string(GgmlTypeName(f)).c_str(),
                  shape.c_str(), s * 1e3, gops, 100 * gops / peak);
     if (!HasPackedLayout(f) || k.packed[fi] == nullptr) continue;
     std::vector<uint8_t> wp(PackedBytes(f, o.matmul_rows, o.cols));
-    FAK_RETURN_IF_ERROR(PackMatrix(PackType(f), w.data.data(), o.matmul_rows, o.cols, wp.data()));
+    FAK_RETURN_IF_ERROR(PackMatrix(f, w.data.data(), o.matmul_rows, o.cols, wp.data()));
     std::vector<uint8_t> pact(PackedActivationBytes(f, o.cols, nt));
     PackActivations(f, act.data(), stride, o.cols, nt, pact.data());
     std::fill(y.begin(), y.end(), 0.0f);
     k.packed[fi](wp.data(), o.cols, pact.data(), nt, y.data(), o.matmul_rows, 0, 32);
     for (int64_t t = 0; t < nt; ++t) {
       if (!SameBits(y.data() + t * o.matmul_rows, yr.data() + t * 32, 32)) {
-        return Internal("bench kernels: packed {} matmul differs from the scalar reference",
-                        WeightFormatName(f));
+        return Internal("bench kernels: packed {} matmul differs from the scalar reference", GgmlTypeName(f));
       }
     }
     const double sp = TimeBest(o.min_seconds, [&] {
@@ -296,7 +292,7 @@ Status RunKernelBench(const KernelBenchOptions& o) {
     });
     const double gopsp = 2.0 * static_cast<double>(o.matmul_rows) * static_cast<double>(o.cols) *
                          static_cast<double>(nt) / sp * 1e-9;
-    std::fprintf(out, "%-9s %-20s %10.2f %9.0f %7.0f%%\n", (std::string(WeightFormatName(f)) + " pk").c_str(),
+    std::fprintf(out, "%-9s %-20s %10.2f %9.0f %7.0f%%\n", (std::string(GgmlTypeName(f)) + " pk").c_str(),
                  shape.c_str(), sp * 1e3, gopsp, 100 * gopsp / peak);
   }
   std::fprintf(out,

@@ -7,14 +7,14 @@
 #include <cstdio>
 #include <vector>
 
-#include "backends/cpu/kernels.h"
 #include "core/status.h"
+#include "quant/ggml_type.h"  // GgmlType
 
 namespace fak::cpu {
 
 struct KernelBenchOptions {
   int threads = 0;                    // 0: DefaultThreadCount()
-  std::vector<WeightFormat> formats;  // empty: all
+  std::vector<GgmlType> types;        // weight types to run (HasKernels); empty: all
   int64_t cols = 4096;                // row length for both benchmarks
   int64_t matmul_rows = 4096;
   int64_t matmul_tokens = 128;

@@ -58,12 +58,12 @@ int64_t Int8Peak(int64_t iterations) {
 }  // namespace
 
 void FillAvx512MatMul(KernelTable* t) {
-  t->matmul[static_cast<int>(WeightFormat::kF16)] = MatMulHalfYmm<0>;
-  t->matmul[static_cast<int>(WeightFormat::kBF16)] = MatMulHalfYmm<1>;
-  t->matmul[static_cast<int>(WeightFormat::kF32)] = MatMulHalfYmm<2>;
-  t->matmul[static_cast<int>(WeightFormat::kQ8_0)] = MatMulQ8_0;
-  t->matmul[static_cast<int>(WeightFormat::kQ4_K)] = MatMulQ4_K;
-  t->matmul[static_cast<int>(WeightFormat::kQ6_K)] = MatMulQ6_K;
+  t->matmul[Slot(GgmlType::kF16)] = MatMulHalfYmm<0>;
+  t->matmul[Slot(GgmlType::kBF16)] = MatMulHalfYmm<1>;
+  t->matmul[Slot(GgmlType::kF32)] = MatMulHalfYmm<2>;
+  t->matmul[Slot(GgmlType::kQ8_0)] = MatMulQ8_0;
+  t->matmul[Slot(GgmlType::kQ4_K)] = MatMulQ4_K;
+  t->matmul[Slot(GgmlType::kQ6_K)] = MatMulQ6_K;
   t->int8_peak = Int8Peak;
 }
 

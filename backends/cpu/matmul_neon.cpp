@@ -22,11 +22,11 @@ int64_t Int8Peak(int64_t iterations) {
 }  // namespace
 
 void FillNeonMatMul(KernelTable* t) {
-  t->matmul[static_cast<int>(WeightFormat::kF16)] = RunTiles<F16Dot>;
-  t->matmul[static_cast<int>(WeightFormat::kBF16)] = RunTiles<Bf16Dot>;
-  t->matmul[static_cast<int>(WeightFormat::kQ8_0)] = RunTiles<Q8_0Dot>;
-  t->matmul[static_cast<int>(WeightFormat::kQ4_K)] = RunTiles<Q4_KDot>;
-  t->matmul[static_cast<int>(WeightFormat::kQ6_K)] = RunTiles<Q6_KDot>;
+  t->matmul[Slot(GgmlType::kF16)] = RunTiles<F16Dot>;
+  t->matmul[Slot(GgmlType::kBF16)] = RunTiles<Bf16Dot>;
+  t->matmul[Slot(GgmlType::kQ8_0)] = RunTiles<Q8_0Dot>;
+  t->matmul[Slot(GgmlType::kQ4_K)] = RunTiles<Q4_KDot>;
+  t->matmul[Slot(GgmlType::kQ6_K)] = RunTiles<Q6_KDot>;
   t->int8_peak = Int8Peak;
 }
 

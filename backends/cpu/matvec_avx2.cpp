@@ -40,12 +40,12 @@ void MatVecHalf(const uint8_t* w, size_t row_bytes, int64_t n, const uint8_t* ac
 }  // namespace
 
 void FillAvx2MatVec(KernelTable* t) {
-  t->matvec[static_cast<int>(WeightFormat::kF16)] = MatVecHalf<0>;
-  t->matvec[static_cast<int>(WeightFormat::kBF16)] = MatVecHalf<1>;
-  t->matvec[static_cast<int>(WeightFormat::kF32)] = MatVecHalf<2>;
-  t->matvec[static_cast<int>(WeightFormat::kQ8_0)] = MatVecQ8_0;
-  t->matvec[static_cast<int>(WeightFormat::kQ4_K)] = MatVecQ4_K;
-  t->matvec[static_cast<int>(WeightFormat::kQ6_K)] = MatVecQ6_K;
+  t->matvec[Slot(GgmlType::kF16)] = MatVecHalf<0>;
+  t->matvec[Slot(GgmlType::kBF16)] = MatVecHalf<1>;
+  t->matvec[Slot(GgmlType::kF32)] = MatVecHalf<2>;
+  t->matvec[Slot(GgmlType::kQ8_0)] = MatVecQ8_0;
+  t->matvec[Slot(GgmlType::kQ4_K)] = MatVecQ4_K;
+  t->matvec[Slot(GgmlType::kQ6_K)] = MatVecQ6_K;
 }
 
 }  // namespace fak::cpu

@@ -14,11 +14,11 @@ void MatVec(const uint8_t* w, size_t row_bytes, int64_t n, const uint8_t* act, f
 }  // namespace
 
 void FillNeonMatVec(KernelTable* t) {
-  t->matvec[static_cast<int>(WeightFormat::kF16)] = MatVec<F16Dot>;
-  t->matvec[static_cast<int>(WeightFormat::kBF16)] = MatVec<Bf16Dot>;
-  t->matvec[static_cast<int>(WeightFormat::kQ8_0)] = MatVec<Q8_0Dot>;
-  t->matvec[static_cast<int>(WeightFormat::kQ4_K)] = MatVec<Q4_KDot>;
-  t->matvec[static_cast<int>(WeightFormat::kQ6_K)] = MatVec<Q6_KDot>;
+  t->matvec[Slot(GgmlType::kF16)] = MatVec<F16Dot>;
+  t->matvec[Slot(GgmlType::kBF16)] = MatVec<Bf16Dot>;
+  t->matvec[Slot(GgmlType::kQ8_0)] = MatVec<Q8_0Dot>;
+  t->matvec[Slot(GgmlType::kQ4_K)] = MatVec<Q4_KDot>;
+  t->matvec[Slot(GgmlType::kQ6_K)] = MatVec<Q6_KDot>;
 }
 
 }  // namespace fak::cpu

@@ -22,12 +22,6 @@ struct MatrixSpec {
   GgmlType type;
 };
 
-WeightFormat FormatOf(GgmlType t) {
-  return t == GgmlType::kQ8_0   ? WeightFormat::kQ8_0
-         : t == GgmlType::kQ4_K ? WeightFormat::kQ4_K
-                                : WeightFormat::kQ6_K;
-}
-
 // Qwen2.5-1.5B: d_model 1536, d_ffn 8960, 28 layers, 12 query / 2 key-value heads of 128, vocabulary
 // 151936 with the output tied to the embedding. For q4_k_m, attn_v and ffn_down take q6_k in the
 // layers llama.cpp's Q4_K_M recipe gives more bits (the first and last eighth, and every third between)
@@ -53,7 +47,7 @@ std::vector<MatrixSpec> Qwen25_1_5B(const std::string& quant) {
 }
 
 size_t MatrixBytes(const MatrixSpec& s, bool packed) {
-  if (packed) return PackedBytes(FormatOf(s.type), s.rows, s.cols);
+  if (packed) return PackedBytes(s.type, s.rows, s.cols);
   return static_cast<size_t>(s.rows) * *GgmlRowBytes(s.type, static_cast<uint64_t>(s.cols));
 }
 
@@ -125,11 +119,10 @@ Status RunModelBench(const ModelBenchOptions& o) {
   std::vector<QuantMatrix> mats;
   for (size_t i = 0; i < specs.size(); ++i) {
     const MatrixSpec& s = specs[i];
-    const RandomMatrix tile =
-        MakeRandomMatrix(FormatOf(s.type), 256, s.cols, 40 + static_cast<uint32_t>(i % 7), false);
+    const RandomMatrix tile = MakeRandomMatrix(s.type, 256, s.cols, 40 + static_cast<uint32_t>(i % 7), false);
     std::vector<uint8_t> src = tile.data;
     if (o.packed) {
-      src.assign(PackedBytes(tile.format, 256, s.cols), 0);
+      src.assign(PackedBytes(tile.type, 256, s.cols), 0);
       FAK_RETURN_IF_ERROR(PackMatrix(s.type, tile.data.data(), 256, s.cols, src.data()));
     }
     uint8_t* dst = arena.data() + offset[i];
