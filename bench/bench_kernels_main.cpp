@@ -5,14 +5,14 @@
 #include <optional>
 #include <string>
 
-#include "backends/cpu/kernel_bench.h"
 #include "backends/cpu/kernels.h"  // HasKernels
-#include "backends/cpu/model_bench.h"
-#include "quant/ggml_type.h"  // GgmlTypeFromName
+#include "bench/kernel_bench.h"    // RunKernelBench
+#include "bench/model_bench.h"     // RunModelBench
+#include "quant/ggml_type.h"       // GgmlTypeFromName
 
 int main(int argc, char** argv) {
-  fak::cpu::KernelBenchOptions o;
-  fak::cpu::ModelBenchOptions mo;
+  fak::bench::KernelBenchOptions o;
+  fak::bench::ModelBenchOptions mo;
   bool model = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
       return a == "-h" || a == "--help" ? 0 : 2;
     }
   }
-  const fak::Status s = model ? fak::cpu::RunModelBench(mo) : fak::cpu::RunKernelBench(o);
+  const fak::Status s = model ? fak::bench::RunModelBench(mo) : fak::bench::RunKernelBench(o);
   if (!s.ok()) {
     std::fprintf(stderr, "fak_bench_kernels: %s\n", s.ToString().c_str());
     return 1;
