@@ -10,18 +10,10 @@
 
 #include <gtest/gtest.h>
 
-#include "backends/cpu/test_data.h"
+#include "backends/cpu/test_data.h"  // FloatHex, MakeRandomMatrix, MakeRandomActivations
 
 namespace fak::cpu {
 namespace {
-
-std::string Hex(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  char buf[16];
-  std::snprintf(buf, sizeof(buf), "%08x", u);
-  return buf;
-}
 
 struct Shape {
   GgmlType type;
@@ -75,15 +67,15 @@ TEST_P(IsaTest, MatVecEqualsReferenceBitForBit) {
     ref->matvec[slot](m.data.data(), m.row_bytes, s.cols, act.data(), want.data(), 0, s.rows);
     k->matvec[slot](m.data.data(), m.row_bytes, s.cols, act.data(), got.data(), 0, s.rows);
     for (int64_t r = 0; r < s.rows + 2; ++r) {
-      ASSERT_EQ(Hex(got[r]), Hex(want[r]))
+      ASSERT_EQ(FloatHex(got[r]), FloatHex(want[r]))
           << GgmlTypeName(s.type) << " rows " << s.rows << " cols " << s.cols << " row " << r;
     }
     if (s.rows > 2) {
       std::vector<float> part(s.rows + 2, -1.0f);
       k->matvec[slot](m.data.data(), m.row_bytes, s.cols, act.data(), part.data(), 1, s.rows - 1);
-      EXPECT_EQ(Hex(part[0]), Hex(-1.0f));
-      EXPECT_EQ(Hex(part[s.rows - 1]), Hex(-1.0f));
-      for (int64_t r = 1; r < s.rows - 1; ++r) ASSERT_EQ(Hex(part[r]), Hex(want[r])) << r;
+      EXPECT_EQ(FloatHex(part[0]), FloatHex(-1.0f));
+      EXPECT_EQ(FloatHex(part[s.rows - 1]), FloatHex(-1.0f));
+      for (int64_t r = 1; r < s.rows - 1; ++r) ASSERT_EQ(FloatHex(part[r]), FloatHex(want[r])) << r;
     }
   }
 }
@@ -107,7 +99,7 @@ TEST_P(IsaTest, MatMulEqualsReferenceBitForBit) {
       k->matmul[slot](m.data.data(), m.row_bytes, s.cols, act.data(), stride, n_tokens, got.data(), ldy, 0,
                       s.rows);
       for (size_t i = 0; i < want.size(); ++i) {
-        ASSERT_EQ(Hex(got[i]), Hex(want[i]))
+        ASSERT_EQ(FloatHex(got[i]), FloatHex(want[i]))
             << GgmlTypeName(s.type) << " rows " << s.rows << " cols " << s.cols << " tokens " << n_tokens
             << " token " << i / ldy << " row " << i % ldy;
       }
@@ -115,7 +107,8 @@ TEST_P(IsaTest, MatMulEqualsReferenceBitForBit) {
       std::vector<float> mv(s.rows);
       k->matvec[slot](m.data.data(), m.row_bytes, s.cols, act.data() + stride * (n_tokens - 1), mv.data(), 0,
                       s.rows);
-      for (int64_t r = 0; r < s.rows; ++r) ASSERT_EQ(Hex(mv[r]), Hex(got[(n_tokens - 1) * ldy + r])) << r;
+      for (int64_t r = 0; r < s.rows; ++r)
+        ASSERT_EQ(FloatHex(mv[r]), FloatHex(got[(n_tokens - 1) * ldy + r])) << r;
     }
   }
 }

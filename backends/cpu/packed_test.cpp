@@ -13,19 +13,11 @@
 #include <gtest/gtest.h>
 
 #include "backends/cpu/matmul.h"
-#include "backends/cpu/test_data.h"
+#include "backends/cpu/test_data.h"  // FloatHex, MakeRandomMatrix, MakeRandomActivations
 #include "quant/codec.h"
 
 namespace fak::cpu {
 namespace {
-
-std::string Hex(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  char buf[16];
-  std::snprintf(buf, sizeof(buf), "%08x", u);
-  return buf;
-}
 
 std::vector<uint8_t> Pack(const RandomMatrix& m) {
   std::vector<uint8_t> out(PackedBytes(m.type, m.rows, m.cols), 0xEE);
@@ -84,7 +76,7 @@ TEST_P(PackedIsaTest, EqualsReferenceBitForBit) {
                             0, rows);
           k->packed[slot](packed.data(), cols, pact.data(), n_tokens, got.data(), ldy, 0, rows);
           for (size_t i = 0; i < want.size(); ++i) {
-            ASSERT_EQ(Hex(got[i]), Hex(want[i]))
+            ASSERT_EQ(FloatHex(got[i]), FloatHex(want[i]))
                 << GgmlTypeName(type) << " rows " << rows << " cols " << cols << " tokens " << n_tokens
                 << " token " << i / ldy << " row " << i % ldy;
           }
@@ -95,7 +87,7 @@ TEST_P(PackedIsaTest, EqualsReferenceBitForBit) {
             for (int64_t t = 0; t < n_tokens; ++t) {
               for (int64_t r = 0; r < ldy; ++r) {
                 const float expect = r >= 16 && r < rows - 1 ? want[t * ldy + r] : -1.0f;
-                ASSERT_EQ(Hex(part[t * ldy + r]), Hex(expect)) << "t " << t << " r " << r;
+                ASSERT_EQ(FloatHex(part[t * ldy + r]), FloatHex(expect)) << "t " << t << " r " << r;
               }
             }
           }

@@ -1,5 +1,6 @@
 #include "backends/cpu/test_data.h"
 
+#include <cstdio>
 #include <cstring>
 
 #include "backends/cpu/kernels.h"  // ActivationRowBytes, QuantizeActivations
@@ -121,6 +122,14 @@ std::vector<uint8_t> MakeRandomActivations(GgmlType type, int64_t n_tokens, int6
     QuantizeActivations(type, x.data(), out.data() + t * stride, cols);
   }
   return out;
+}
+
+std::string FloatHex(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%08x", u);
+  return buf;
 }
 
 }  // namespace fak::cpu

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "quant/ggml_type.h"  // GgmlType
@@ -24,5 +25,8 @@ RandomMatrix MakeRandomMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_
 // zero, some huge and some tiny.
 std::vector<uint8_t> MakeRandomActivations(GgmlType type, int64_t n_tokens, int64_t cols, uint32_t seed,
                                            bool special = true);
+
+// The bits of f as 8 hex digits, for test messages that must show exact values.
+std::string FloatHex(float f);
 
 }  // namespace fak::cpu
