@@ -13,7 +13,8 @@
 
 #include "apps/fak/commands.h"
 #include "apps/fak/model_flags.h"
-#include "backends/cpu/kernel_bench.h"
+#include "backends/cpu/kernels.h"  // IsaName, Kernels
+#include "bench/kernel_bench.h"    // RunKernelBench
 #include "core/cpu_features.h"
 #include "core/timer.h"
 #include "engine/session.h"
@@ -95,11 +96,11 @@ void RegisterBench(CLI::App& app, Context& ctx) {
   cmd->add_flag("--json", as_json, "Print JSON");
 
   auto* kern = cmd->add_subcommand("kernels", "CPU kernel GB/s and GOPS against measured bandwidth and int8 peak");
-  static cpu::KernelBenchOptions ko;
+  static bench::KernelBenchOptions ko;
   kern->add_option("-t,--threads", ko.threads, "Threads");
   kern->add_option("--seconds", ko.min_seconds, "Minimum seconds per measurement");
   kern->callback([&ctx]() {
-    Status s = cpu::RunKernelBench(ko);
+    Status s = bench::RunKernelBench(ko);
     if (!s.ok()) ctx.exit_code = Fail(s.ToString());
   });
 

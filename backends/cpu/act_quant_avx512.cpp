@@ -91,9 +91,9 @@ void QuantizeQ6_K(const float* x, int64_t n, int64_t t, int64_t n_tokens, void* 
 }  // namespace
 
 void FillAvx512ActQuant(KernelTable* t) {
-  t->quantize_packed[static_cast<int>(WeightFormat::kQ8_0)] = QuantizeQ8_0;
-  t->quantize_packed[static_cast<int>(WeightFormat::kQ4_K)] = QuantizeQ4_K;
-  t->quantize_packed[static_cast<int>(WeightFormat::kQ6_K)] = QuantizeQ6_K;
+  t->quantize_packed[Slot(GgmlType::kQ8_0)] = QuantizeQ8_0;
+  t->quantize_packed[Slot(GgmlType::kQ4_K)] = QuantizeQ4_K;
+  t->quantize_packed[Slot(GgmlType::kQ6_K)] = QuantizeQ6_K;
 }
 
 }  // namespace fak::cpu

@@ -22,16 +22,13 @@ namespace {
 class CpuLayout final : public WeightLayout {
  public:
   bool Repacks(GgmlType type, int64_t cols) const override {
-    auto f = WeightFormatFor(type);
-    return f.ok() && HasPackedLayout(*f) && PreferPackedLayout(*f) && PackedBytes(*f, 1, cols) > 0;
+    return PreferPackedLayout(type) && PackedBytes(type, 1, cols) > 0;
   }
   size_t Bytes(GgmlType type, int64_t rows, int64_t cols) const override {
-    return PackedBytes(*WeightFormatFor(type), rows, cols);
+    return PackedBytes(type, rows, cols);
   }
   int64_t GroupRows() const override { return kPackRows; }
-  size_t GroupBytes(GgmlType type, int64_t cols) const override {
-    return PackedGroupBytes(*WeightFormatFor(type), cols);
-  }
+  size_t GroupBytes(GgmlType type, int64_t cols) const override { return PackedGroupBytes(type, cols); }
   Status Convert(GgmlType type, const uint8_t* rows, int64_t n, int64_t cols, uint8_t* group) const override {
     return PackMatrix(type, rows, n, cols, group);
   }

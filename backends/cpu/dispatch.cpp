@@ -11,18 +11,6 @@
 
 namespace fak::cpu {
 
-std::string_view WeightFormatName(WeightFormat f) {
-  switch (f) {
-    case WeightFormat::kF16: return "f16";
-    case WeightFormat::kBF16: return "bf16";
-    case WeightFormat::kQ8_0: return "q8_0";
-    case WeightFormat::kQ4_K: return "q4_k";
-    case WeightFormat::kQ6_K: return "q6_k";
-    case WeightFormat::kF32: return "f32";
-  }
-  return "?";
-}
-
 std::string_view IsaName(Isa isa) {
   switch (isa) {
     case Isa::kScalar: return "scalar";
@@ -33,28 +21,29 @@ std::string_view IsaName(Isa isa) {
   return "?";
 }
 
-size_t ActivationRowBytes(WeightFormat f, int64_t n) {
-  switch (f) {
-    case WeightFormat::kF16:
-    case WeightFormat::kBF16:
-    case WeightFormat::kF32: return static_cast<size_t>(n) * sizeof(float);
-    case WeightFormat::kQ8_0: return static_cast<size_t>(n / kQK8_0) * sizeof(BlockQ8_0);
-    case WeightFormat::kQ4_K:
-    case WeightFormat::kQ6_K: return static_cast<size_t>(n / kQK_K) * sizeof(BlockQ8_K);
+size_t ActivationRowBytes(GgmlType type, int64_t n) {
+  switch (type) {
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+    case GgmlType::kF32: return static_cast<size_t>(n) * sizeof(float);
+    case GgmlType::kQ8_0: return static_cast<size_t>(n / kQK8_0) * sizeof(BlockQ8_0);
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ6_K: return static_cast<size_t>(n / kQK_K) * sizeof(BlockQ8_K);
+    default: return 0;
   }
-  return 0;
 }
 
-void QuantizeActivations(WeightFormat f, const float* x, void* out, int64_t n) {
-  switch (f) {
-    case WeightFormat::kF16:
-    case WeightFormat::kBF16:
-    case WeightFormat::kF32:
+void QuantizeActivations(GgmlType type, const float* x, void* out, int64_t n) {
+  switch (type) {
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+    case GgmlType::kF32:
       for (int64_t i = 0; i < n; ++i) static_cast<float*>(out)[i] = x[i];
       return;
-    case WeightFormat::kQ8_0: QuantizeRowQ8_0(x, static_cast<BlockQ8_0*>(out), n); return;
-    case WeightFormat::kQ4_K:
-    case WeightFormat::kQ6_K: QuantizeRowQ8_K(x, static_cast<BlockQ8_K*>(out), n); return;
+    case GgmlType::kQ8_0: QuantizeRowQ8_0(x, static_cast<BlockQ8_0*>(out), n); return;
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ6_K: QuantizeRowQ8_K(x, static_cast<BlockQ8_K*>(out), n); return;
+    default: return;  // no kernels: callers have checked HasKernels
   }
 }
 

@@ -9,24 +9,36 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string_view>
 #include <vector>
 
 #include "backends/cpu/act.h"        // SiluMulFn
 #include "backends/cpu/attention.h"  // AttendHeadFn
+#include "quant/ggml_type.h"         // GgmlType
 
 namespace fak::cpu {
 
-// Weight formats with kernels. Activations are f32 for kF16/kBF16/kF32, Q8_0 blocks for kQ8_0 and
-// Q8_K blocks for the k-quants, quantized per row with QuantizeActivations.
-enum class WeightFormat : int { kF16 = 0, kBF16, kQ8_0, kQ4_K, kQ6_K, kF32 };
-constexpr int kNumWeightFormats = 6;
-std::string_view WeightFormatName(WeightFormat f);  // "f16", "bf16", "q8_0", "q4_k", "q6_k", "f32"
+// The weight types with kernels, in the order of a KernelTable's arrays. Activations are f32 for
+// f16/bf16/f32 weights, Q8_0 blocks for q8_0 and Q8_K blocks for the k-quants, quantized per row with
+// QuantizeActivations.
+inline constexpr GgmlType kKernelTypes[] = {GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,
+                                            GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kF32};
+constexpr int kNumKernelSlots = static_cast<int>(std::size(kKernelTypes));
 
-// Bytes of one activation row of n elements for weights of format f.
-size_t ActivationRowBytes(WeightFormat f, int64_t n);
-// Quantizes one activation row (n elements, a whole number of the format's blocks) into `out`.
-void QuantizeActivations(WeightFormat f, const float* x, void* out, int64_t n);
+// The index of `type` in a KernelTable's arrays; -1 for types without kernels.
+constexpr int KernelSlot(GgmlType type) {
+  for (int i = 0; i < kNumKernelSlots; ++i) {
+    if (kKernelTypes[i] == type) return i;
+  }
+  return -1;
+}
+constexpr bool HasKernels(GgmlType type) { return KernelSlot(type) >= 0; }
+
+// Bytes of one activation row of n elements for weights of `type`; 0 for types without kernels.
+size_t ActivationRowBytes(GgmlType type, int64_t n);
+// Quantizes one activation row (n elements, a whole number of the type's blocks) into `out`.
+void QuantizeActivations(GgmlType type, const float* x, void* out, int64_t n);
 
 // y[r] = row r of w (rows are row_bytes apart) . act, for r in [r0, r1). n is the row length.
 using MatVecFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n, const uint8_t* act, float* y,
@@ -53,13 +65,14 @@ std::string_view IsaName(Isa isa);  // "scalar", "avx2", "avx512", "neon"
 // when every core runs it) and returns how many multiply-accumulates that was.
 using Int8PeakFn = int64_t (*)(int64_t iterations);
 
+// The per-type arrays are indexed by KernelSlot(type).
 struct KernelTable {
   Isa isa = Isa::kScalar;
-  MatVecFn matvec[kNumWeightFormats] = {};
-  MatMulFn matmul[kNumWeightFormats] = {};
-  PackedMatMulFn packed[kNumWeightFormats] = {};  // null where the format has no packed layout
-  bool packed_native[kNumWeightFormats] = {};     // packed[f] is this level's own SIMD kernel
-  QuantizePackedFn quantize_packed[kNumWeightFormats] = {};
+  MatVecFn matvec[kNumKernelSlots] = {};
+  MatMulFn matmul[kNumKernelSlots] = {};
+  PackedMatMulFn packed[kNumKernelSlots] = {};  // null where the type has no packed layout
+  bool packed_native[kNumKernelSlots] = {};     // packed[s] is this level's own SIMD kernel
+  QuantizePackedFn quantize_packed[kNumKernelSlots] = {};
   Int8PeakFn int8_peak = nullptr;
   AttendHeadFn attend = nullptr;  // one query head over paged f16/f32 keys and values
   AttendGroupFn attend_group = nullptr;  // the query heads sharing one KV head, same bits per head

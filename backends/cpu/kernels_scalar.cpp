@@ -1,6 +1,6 @@
 // The scalar table: the quant/ reference dots, row by row. Always compiled; it is what every other
 // table is tested against.
-#include "backends/cpu/isa_tables.h"  // FillScalarPacked
+#include "backends/cpu/isa_tables.h"  // FillScalarPacked, Slot
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/ops.h"  // SiluMul
 #include "quant/f16.h"   // VecDotF16F32, VecDotBf16F32, VecDotF32F32
@@ -58,12 +58,12 @@ int64_t Int8Peak(int64_t iterations) {
 KernelTable MakeTable() {
   KernelTable t;
   t.isa = Isa::kScalar;
-  t.matvec[0] = MatVec<DotF16>, t.matmul[0] = MatMul<DotF16>;
-  t.matvec[1] = MatVec<DotBf16>, t.matmul[1] = MatMul<DotBf16>;
-  t.matvec[2] = MatVec<DotQ8_0>, t.matmul[2] = MatMul<DotQ8_0>;
-  t.matvec[3] = MatVec<DotQ4_K>, t.matmul[3] = MatMul<DotQ4_K>;
-  t.matvec[4] = MatVec<DotQ6_K>, t.matmul[4] = MatMul<DotQ6_K>;
-  t.matvec[5] = MatVec<DotF32>, t.matmul[5] = MatMul<DotF32>;
+  t.matvec[Slot(GgmlType::kF16)] = MatVec<DotF16>, t.matmul[Slot(GgmlType::kF16)] = MatMul<DotF16>;
+  t.matvec[Slot(GgmlType::kBF16)] = MatVec<DotBf16>, t.matmul[Slot(GgmlType::kBF16)] = MatMul<DotBf16>;
+  t.matvec[Slot(GgmlType::kQ8_0)] = MatVec<DotQ8_0>, t.matmul[Slot(GgmlType::kQ8_0)] = MatMul<DotQ8_0>;
+  t.matvec[Slot(GgmlType::kQ4_K)] = MatVec<DotQ4_K>, t.matmul[Slot(GgmlType::kQ4_K)] = MatMul<DotQ4_K>;
+  t.matvec[Slot(GgmlType::kQ6_K)] = MatVec<DotQ6_K>, t.matmul[Slot(GgmlType::kQ6_K)] = MatMul<DotQ6_K>;
+  t.matvec[Slot(GgmlType::kF32)] = MatVec<DotF32>, t.matmul[Slot(GgmlType::kF32)] = MatMul<DotF32>;
   FillScalarPacked(&t);
   t.int8_peak = Int8Peak;
   t.attend = AttendHeadPortable;

@@ -10,36 +10,28 @@
 
 #include <gtest/gtest.h>
 
-#include "backends/cpu/test_data.h"
+#include "backends/cpu/test_data.h"  // FloatHex, MakeRandomMatrix, MakeRandomActivations
 
 namespace fak::cpu {
 namespace {
 
-std::string Hex(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  char buf[16];
-  std::snprintf(buf, sizeof(buf), "%08x", u);
-  return buf;
-}
-
 struct Shape {
-  WeightFormat format;
+  GgmlType type;
   int64_t rows, cols;
 };
 
 std::vector<Shape> Shapes() {
   std::vector<Shape> s;
   for (int64_t rows : {1, 3, 5, 16, 17, 33, 67}) {
-    for (int64_t cols : {32, 96, 544}) s.push_back({WeightFormat::kQ8_0, rows, cols});
+    for (int64_t cols : {32, 96, 544}) s.push_back({GgmlType::kQ8_0, rows, cols});
     for (int64_t cols : {256, 768}) {
-      s.push_back({WeightFormat::kQ4_K, rows, cols});
-      s.push_back({WeightFormat::kQ6_K, rows, cols});
+      s.push_back({GgmlType::kQ4_K, rows, cols});
+      s.push_back({GgmlType::kQ6_K, rows, cols});
     }
     for (int64_t cols : {1, 15, 16, 17, 100, 256}) {
-      s.push_back({WeightFormat::kF16, rows, cols});
-      s.push_back({WeightFormat::kBF16, rows, cols});
-      s.push_back({WeightFormat::kF32, rows, cols});
+      s.push_back({GgmlType::kF16, rows, cols});
+      s.push_back({GgmlType::kBF16, rows, cols});
+      s.push_back({GgmlType::kF32, rows, cols});
     }
   }
   return s;
@@ -55,9 +47,9 @@ TEST(Dispatch, ScalarIsAlwaysThere) {
   std::printf("ISA levels on this machine:");
   for (Isa i : isas) std::printf(" %s", std::string(IsaName(i)).c_str());
   std::printf("; in use: %s\n", std::string(IsaName(Kernels().isa)).c_str());
-  for (int f = 0; f < kNumWeightFormats; ++f) {
-    EXPECT_NE(Kernels().matvec[f], nullptr);
-    EXPECT_NE(Kernels().matmul[f], nullptr);
+  for (GgmlType type : kKernelTypes) {
+    EXPECT_NE(Kernels().matvec[KernelSlot(type)], nullptr) << GgmlTypeName(type);
+    EXPECT_NE(Kernels().matmul[KernelSlot(type)], nullptr) << GgmlTypeName(type);
   }
 }
 
@@ -67,23 +59,23 @@ TEST_P(IsaTest, MatVecEqualsReferenceBitForBit) {
   ASSERT_NE(k, nullptr);
   uint32_t seed = 100;
   for (const Shape& s : Shapes()) {
-    const int f = static_cast<int>(s.format);
-    const RandomMatrix m = MakeRandomMatrix(s.format, s.rows, s.cols, ++seed);
-    const auto act = MakeRandomActivations(s.format, 1, s.cols, ++seed);
+    const int slot = KernelSlot(s.type);
+    const RandomMatrix m = MakeRandomMatrix(s.type, s.rows, s.cols, ++seed);
+    const auto act = MakeRandomActivations(s.type, 1, s.cols, ++seed);
     std::vector<float> want(s.rows + 2, -1.0f), got(s.rows + 2, -1.0f);
     // Whole range, then a sub-range starting at an odd row.
-    ref->matvec[f](m.data.data(), m.row_bytes, s.cols, act.data(), want.data(), 0, s.rows);
-    k->matvec[f](m.data.data(), m.row_bytes, s.cols, act.data(), got.data(), 0, s.rows);
+    ref->matvec[slot](m.data.data(), m.row_bytes, s.cols, act.data(), want.data(), 0, s.rows);
+    k->matvec[slot](m.data.data(), m.row_bytes, s.cols, act.data(), got.data(), 0, s.rows);
     for (int64_t r = 0; r < s.rows + 2; ++r) {
-      ASSERT_EQ(Hex(got[r]), Hex(want[r]))
-          << WeightFormatName(s.format) << " rows " << s.rows << " cols " << s.cols << " row " << r;
+      ASSERT_EQ(FloatHex(got[r]), FloatHex(want[r]))
+          << GgmlTypeName(s.type) << " rows " << s.rows << " cols " << s.cols << " row " << r;
     }
     if (s.rows > 2) {
       std::vector<float> part(s.rows + 2, -1.0f);
-      k->matvec[f](m.data.data(), m.row_bytes, s.cols, act.data(), part.data(), 1, s.rows - 1);
-      EXPECT_EQ(Hex(part[0]), Hex(-1.0f));
-      EXPECT_EQ(Hex(part[s.rows - 1]), Hex(-1.0f));
-      for (int64_t r = 1; r < s.rows - 1; ++r) ASSERT_EQ(Hex(part[r]), Hex(want[r])) << r;
+      k->matvec[slot](m.data.data(), m.row_bytes, s.cols, act.data(), part.data(), 1, s.rows - 1);
+      EXPECT_EQ(FloatHex(part[0]), FloatHex(-1.0f));
+      EXPECT_EQ(FloatHex(part[s.rows - 1]), FloatHex(-1.0f));
+      for (int64_t r = 1; r < s.rows - 1; ++r) ASSERT_EQ(FloatHex(part[r]), FloatHex(want[r])) << r;
     }
   }
 }
@@ -95,27 +87,28 @@ TEST_P(IsaTest, MatMulEqualsReferenceBitForBit) {
   uint32_t seed = 500;
   for (const Shape& s : Shapes()) {
     if (s.rows > 33) continue;
-    const int f = static_cast<int>(s.format);
-    const RandomMatrix m = MakeRandomMatrix(s.format, s.rows, s.cols, ++seed);
+    const int slot = KernelSlot(s.type);
+    const RandomMatrix m = MakeRandomMatrix(s.type, s.rows, s.cols, ++seed);
     for (int64_t n_tokens : {2, 3, 7, 21}) {
-      const auto act = MakeRandomActivations(s.format, n_tokens, s.cols, ++seed);
-      const size_t stride = ActivationRowBytes(s.format, s.cols);
+      const auto act = MakeRandomActivations(s.type, n_tokens, s.cols, ++seed);
+      const size_t stride = ActivationRowBytes(s.type, s.cols);
       const int64_t ldy = s.rows + 3;
       std::vector<float> want(ldy * n_tokens, -1.0f), got(ldy * n_tokens, -1.0f);
-      ref->matmul[f](m.data.data(), m.row_bytes, s.cols, act.data(), stride, n_tokens, want.data(), ldy, 0,
-                     s.rows);
-      k->matmul[f](m.data.data(), m.row_bytes, s.cols, act.data(), stride, n_tokens, got.data(), ldy, 0,
-                   s.rows);
+      ref->matmul[slot](m.data.data(), m.row_bytes, s.cols, act.data(), stride, n_tokens, want.data(), ldy, 0,
+                        s.rows);
+      k->matmul[slot](m.data.data(), m.row_bytes, s.cols, act.data(), stride, n_tokens, got.data(), ldy, 0,
+                      s.rows);
       for (size_t i = 0; i < want.size(); ++i) {
-        ASSERT_EQ(Hex(got[i]), Hex(want[i]))
-            << WeightFormatName(s.format) << " rows " << s.rows << " cols " << s.cols << " tokens "
-            << n_tokens << " token " << i / ldy << " row " << i % ldy;
+        ASSERT_EQ(FloatHex(got[i]), FloatHex(want[i]))
+            << GgmlTypeName(s.type) << " rows " << s.rows << " cols " << s.cols << " tokens " << n_tokens
+            << " token " << i / ldy << " row " << i % ldy;
       }
       // Matrix-matrix on one token's activations equals matrix-vector: results do not depend on batch.
       std::vector<float> mv(s.rows);
-      k->matvec[f](m.data.data(), m.row_bytes, s.cols, act.data() + stride * (n_tokens - 1), mv.data(), 0,
-                   s.rows);
-      for (int64_t r = 0; r < s.rows; ++r) ASSERT_EQ(Hex(mv[r]), Hex(got[(n_tokens - 1) * ldy + r])) << r;
+      k->matvec[slot](m.data.data(), m.row_bytes, s.cols, act.data() + stride * (n_tokens - 1), mv.data(), 0,
+                      s.rows);
+      for (int64_t r = 0; r < s.rows; ++r)
+        ASSERT_EQ(FloatHex(mv[r]), FloatHex(got[(n_tokens - 1) * ldy + r])) << r;
     }
   }
 }

@@ -4,20 +4,10 @@
 
 namespace fak::cpu {
 
-Result<WeightFormat> WeightFormatFor(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32: return WeightFormat::kF32;
-    case GgmlType::kF16: return WeightFormat::kF16;
-    case GgmlType::kBF16: return WeightFormat::kBF16;
-    case GgmlType::kQ8_0: return WeightFormat::kQ8_0;
-    case GgmlType::kQ4_K: return WeightFormat::kQ4_K;
-    case GgmlType::kQ6_K: return WeightFormat::kQ6_K;
-    default: return Unsupported("no CPU matmul kernels for weights of type {}", GgmlTypeName(type));
-  }
-}
-
 Result<QuantMatrix> MakeQuantMatrix(GgmlType type, const void* data, int64_t rows, int64_t cols) {
-  FAK_ASSIGN_OR_RETURN(WeightFormat format, WeightFormatFor(type));
+  if (!HasKernels(type)) {
+    return Unsupported("no CPU matmul kernels for weights of type {}", GgmlTypeName(type));
+  }
   if (rows <= 0 || cols <= 0) return InvalidArgument("matrix shape ({}, {}) is empty", rows, cols);
   const auto row_bytes = GgmlRowBytes(type, static_cast<uint64_t>(cols));
   if (!row_bytes) {
@@ -26,7 +16,7 @@ Result<QuantMatrix> MakeQuantMatrix(GgmlType type, const void* data, int64_t row
   }
   if (data == nullptr) return InvalidArgument("matrix data is null");
   QuantMatrix m;
-  m.format = format;
+  m.type = type;
   m.data = static_cast<const uint8_t*>(data);
   m.rows = rows;
   m.cols = cols;
@@ -36,7 +26,7 @@ Result<QuantMatrix> MakeQuantMatrix(GgmlType type, const void* data, int64_t row
 
 Result<QuantMatrix> MakePackedQuantMatrix(GgmlType type, const void* data, int64_t rows, int64_t cols) {
   FAK_ASSIGN_OR_RETURN(QuantMatrix m, MakeQuantMatrix(type, data, rows, cols));
-  if (!HasPackedLayout(m.format)) {
+  if (!HasPackedLayout(m.type)) {
     return Unsupported("weights of type {} have no packed layout", GgmlTypeName(type));
   }
   m.packed = true;
@@ -50,9 +40,9 @@ const uint8_t* QuantizeForPacked(const QuantMatrix& w, const float* x, int64_t n
                                  const KernelTable& k) {
   static thread_local std::vector<uint8_t> buffer;
   std::vector<uint8_t>& act = buffer;
-  act.resize(PackedActivationBytes(w.format, w.cols, n_tokens) + 64);
+  act.resize(PackedActivationBytes(w.type, w.cols, n_tokens) + 64);
   uint8_t* a = act.data();
-  const QuantizePackedFn quantize = k.quantize_packed[static_cast<int>(w.format)];
+  const QuantizePackedFn quantize = k.quantize_packed[KernelSlot(w.type)];
   pool.ParallelFor(n_tokens, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) quantize(x + t * w.cols, w.cols, t, n_tokens, a);
   });
@@ -61,8 +51,8 @@ const uint8_t* QuantizeForPacked(const QuantMatrix& w, const float* x, int64_t n
 
 Status MatMulPacked(const QuantMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
                     const KernelTable& k) {
-  const int f = static_cast<int>(w.format);
-  if (k.packed[f] == nullptr) return Internal("matmul: no packed kernel for {}", WeightFormatName(w.format));
+  const int f = KernelSlot(w.type);
+  if (k.packed[f] == nullptr) return Internal("matmul: no packed kernel for {}", GgmlTypeName(w.type));
   const uint8_t* a = QuantizeForPacked(w, x, n_tokens, pool, k);
   pool.ParallelForDynamic(w.rows, kPackRows, [&](int64_t r0, int64_t r1) {
     k.packed[f](w.data, w.cols, a, n_tokens, y, w.rows, r0, r1);
@@ -77,26 +67,23 @@ constexpr int64_t kPackOnTheFlyTokens = 16;
 
 Status MatMulPackingOnTheFly(const QuantMatrix& w, const float* x, int64_t n_tokens, float* y,
                              ThreadPool& pool, const KernelTable& k) {
-  const int f = static_cast<int>(w.format);
-  const GgmlType type = w.format == WeightFormat::kQ8_0   ? GgmlType::kQ8_0
-                        : w.format == WeightFormat::kQ4_K ? GgmlType::kQ4_K
-                                                          : GgmlType::kQ6_K;
+  const int f = KernelSlot(w.type);
   const uint8_t* a = QuantizeForPacked(w, x, n_tokens, pool, k);
-  const size_t group_bytes = PackedGroupBytes(w.format, w.cols);
+  const size_t group_bytes = PackedGroupBytes(w.type, w.cols);
   bool ok = true;
   pool.ParallelForDynamic(w.rows, kPackRows, [&](int64_t r0, int64_t r1) {
     static thread_local std::vector<uint8_t> scratch;  // one packed group
     scratch.resize(group_bytes);
     for (int64_t r = r0; r < r1; r += kPackRows) {
       const int64_t valid = r1 - r < kPackRows ? r1 - r : kPackRows;
-      if (!PackMatrix(type, w.data + r * w.row_bytes, valid, w.cols, scratch.data()).ok()) {
+      if (!PackMatrix(w.type, w.data + r * w.row_bytes, valid, w.cols, scratch.data()).ok()) {
         ok = false;  // cannot happen for a matrix MakeQuantMatrix accepted
         return;
       }
       k.packed[f](scratch.data(), w.cols, a, n_tokens, y + r, w.rows, 0, valid);
     }
   });
-  return ok ? Status::Ok() : Internal("matmul: packing {} rows failed", WeightFormatName(w.format));
+  return ok ? Status::Ok() : Internal("matmul: packing {} rows failed", GgmlTypeName(w.type));
 }
 
 }  // namespace
@@ -107,18 +94,18 @@ Status MatMul(const QuantMatrix& w, const float* x, int64_t n_tokens, float* y, 
   if (w.data == nullptr || x == nullptr || y == nullptr) return InvalidArgument("matmul: null buffer");
   const KernelTable& k = table != nullptr ? *table : Kernels();
   if (w.packed) return MatMulPacked(w, x, n_tokens, y, pool, k);
-  const int f = static_cast<int>(w.format);
-  if (n_tokens >= kPackOnTheFlyTokens && HasPackedLayout(w.format) && k.packed_native[f]) {
+  const int f = KernelSlot(w.type);
+  if (n_tokens >= kPackOnTheFlyTokens && HasPackedLayout(w.type) && k.packed_native[f]) {
     return MatMulPackingOnTheFly(w, x, n_tokens, y, pool, k);
   }
-  const size_t act_stride = ActivationRowBytes(w.format, w.cols);
+  const size_t act_stride = ActivationRowBytes(w.type, w.cols);
   // (n_tokens, act_stride) bytes of activation blocks, quantized once and shared by every row.
   static thread_local std::vector<uint8_t> buffer;
   std::vector<uint8_t>& act = buffer;  // the caller's buffer, also inside the workers' lambdas
   act.resize(act_stride * static_cast<size_t>(n_tokens) + 64);
   pool.ParallelFor(n_tokens, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      QuantizeActivations(w.format, x + t * w.cols, act.data() + t * act_stride, w.cols);
+      QuantizeActivations(w.type, x + t * w.cols, act.data() + t * act_stride, w.cols);
     }
   });
   // Rows are split in multiples of 16 so every thread runs whole register tiles.

@@ -16,7 +16,7 @@ namespace fak::cpu {
 // A weight matrix in place: either GGUF rows of `cols` elements, row_bytes apart (typically inside a
 // GGUF mapping), or, with `packed`, the row-interleaved copy of backends/cpu/packed.h (PackMatrix).
 struct QuantMatrix {
-  WeightFormat format = WeightFormat::kQ8_0;
+  GgmlType type = GgmlType::kQ8_0;  // HasKernels(type)
   const uint8_t* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
@@ -26,9 +26,8 @@ struct QuantMatrix {
 
 // Checks the type has kernels and cols is a whole number of its blocks.
 Result<QuantMatrix> MakeQuantMatrix(GgmlType type, const void* data, int64_t rows, int64_t cols);
-// The same for a packed copy made by PackMatrix (q8_0 and q4_k); `data` holds PackedBytes bytes.
+// The same for a packed copy made by PackMatrix (q8_0, q4_k, q6_k); `data` holds PackedBytes bytes.
 Result<QuantMatrix> MakePackedQuantMatrix(GgmlType type, const void* data, int64_t rows, int64_t cols);
-Result<WeightFormat> WeightFormatFor(GgmlType type);
 
 // x: (n_tokens, w.cols) f32, y: (n_tokens, w.rows) f32. Uses Kernels() unless `table` is given.
 Status MatMul(const QuantMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,

@@ -1,6 +1,8 @@
-// Matrix-matrix (prefill) kernels for NEON with dotprod: 1 row x 4 token tiles.
+// Matrix-matrix (prefill) table for NEON with dotprod: neon_body.h's 1 row x 4 token tiles.
+#include <arm_neon.h>
+
 #include "backends/cpu/isa_tables.h"
-#include "backends/cpu/neon_body.h"
+#include "backends/cpu/neon_body.h"  // FillNeon
 
 namespace fak::cpu {
 namespace {
@@ -22,11 +24,7 @@ int64_t Int8Peak(int64_t iterations) {
 }  // namespace
 
 void FillNeonMatMul(KernelTable* t) {
-  t->matmul[static_cast<int>(WeightFormat::kF16)] = RunTiles<F16Dot>;
-  t->matmul[static_cast<int>(WeightFormat::kBF16)] = RunTiles<Bf16Dot>;
-  t->matmul[static_cast<int>(WeightFormat::kQ8_0)] = RunTiles<Q8_0Dot>;
-  t->matmul[static_cast<int>(WeightFormat::kQ4_K)] = RunTiles<Q4_KDot>;
-  t->matmul[static_cast<int>(WeightFormat::kQ6_K)] = RunTiles<Q6_KDot>;
+  FillNeon</*kMatVec=*/false>(t);
   t->int8_peak = Int8Peak;
 }
 

@@ -1,24 +1,9 @@
-// Matrix-vector (decode) kernels for NEON with dotprod.
+// Matrix-vector (decode) table for NEON with dotprod: neon_body.h's kernels for one token.
 #include "backends/cpu/isa_tables.h"
-#include "backends/cpu/neon_body.h"
+#include "backends/cpu/neon_body.h"  // FillNeon
 
 namespace fak::cpu {
-namespace {
 
-template <template <int> class Dot>
-void MatVec(const uint8_t* w, size_t row_bytes, int64_t n, const uint8_t* act, float* y, int64_t r0,
-            int64_t r1) {
-  RunTiles<Dot>(w, row_bytes, n, act, 0, 1, y, 0, r0, r1);
-}
-
-}  // namespace
-
-void FillNeonMatVec(KernelTable* t) {
-  t->matvec[static_cast<int>(WeightFormat::kF16)] = MatVec<F16Dot>;
-  t->matvec[static_cast<int>(WeightFormat::kBF16)] = MatVec<Bf16Dot>;
-  t->matvec[static_cast<int>(WeightFormat::kQ8_0)] = MatVec<Q8_0Dot>;
-  t->matvec[static_cast<int>(WeightFormat::kQ4_K)] = MatVec<Q4_KDot>;
-  t->matvec[static_cast<int>(WeightFormat::kQ6_K)] = MatVec<Q6_KDot>;
-}
+void FillNeonMatVec(KernelTable* t) { FillNeon</*kMatVec=*/true>(t); }
 
 }  // namespace fak::cpu

@@ -1,6 +1,7 @@
 #include "backends/cpu/packed.h"
 
 #include <cstring>
+#include <optional>
 
 #include "quant/f16.h"   // Fp16ToFp32
 #include "quant/q4_k.h"  // BlockQ4_K
@@ -11,15 +12,11 @@
 namespace fak::cpu {
 namespace {
 
-size_t RowBytes(WeightFormat f, int64_t cols) {
-  if (cols <= 0) return 0;
-  if (f == WeightFormat::kQ8_0 && cols % kQK8_0 == 0)
-    return static_cast<size_t>(cols / kQK8_0) * sizeof(BlockQ8_0);
-  if (f == WeightFormat::kQ4_K && cols % kQK_K == 0)
-    return static_cast<size_t>(cols / kQK_K) * sizeof(BlockQ4_K);
-  if (f == WeightFormat::kQ6_K && cols % kQK_K == 0)
-    return static_cast<size_t>(cols / kQK_K) * sizeof(BlockQ6_K);
-  return 0;
+// Bytes of one GGUF row of a packable type; 0 when cols is not a whole number of its blocks.
+size_t RowBytes(GgmlType type, int64_t cols) {
+  if (!HasPackedLayout(type) || cols <= 0) return 0;
+  const std::optional<uint64_t> bytes = GgmlRowBytes(type, static_cast<uint64_t>(cols));
+  return bytes ? static_cast<size_t>(*bytes) : 0;
 }
 
 // One group of 16 rows; rows past `valid` are zero.
@@ -89,33 +86,27 @@ size_t PackedQ8_0ScaleOffset(int64_t nb, int64_t b) {
   return static_cast<size_t>(b / 2 * 1088 + ((b | 1) < nb ? 1024 : 512) + (b & 1) * 32);
 }
 
-bool HasPackedLayout(WeightFormat f) {
-  return f == WeightFormat::kQ8_0 || f == WeightFormat::kQ4_K || f == WeightFormat::kQ6_K;
+bool HasPackedLayout(GgmlType type) {
+  return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_K || type == GgmlType::kQ6_K;
 }
 
-size_t PackedGroupBytes(WeightFormat f, int64_t cols) {
-  const size_t row_bytes = RowBytes(f, cols);
+size_t PackedGroupBytes(GgmlType type, int64_t cols) {
+  const size_t row_bytes = RowBytes(type, cols);
   return (row_bytes * kPackRows + 63) / 64 * 64;
 }
 
-size_t PackedBytes(WeightFormat f, int64_t rows, int64_t cols) {
+size_t PackedBytes(GgmlType type, int64_t rows, int64_t cols) {
   if (rows <= 0) return 0;
   const size_t groups = static_cast<size_t>((rows + kPackRows - 1) / kPackRows);
-  return groups * PackedGroupBytes(f, cols);
+  return groups * PackedGroupBytes(type, cols);
 }
 
 Status PackMatrix(GgmlType type, const void* gguf_rows, int64_t rows, int64_t cols, void* out) {
-  WeightFormat f;
-  if (type == GgmlType::kQ8_0)
-    f = WeightFormat::kQ8_0;
-  else if (type == GgmlType::kQ4_K)
-    f = WeightFormat::kQ4_K;
-  else if (type == GgmlType::kQ6_K)
-    f = WeightFormat::kQ6_K;
-  else
+  if (!HasPackedLayout(type)) {
     return Unsupported("pack: no packed layout for weights of type {}", GgmlTypeName(type));
+  }
   if (rows <= 0 || cols <= 0) return InvalidArgument("pack: matrix shape ({}, {}) is empty", rows, cols);
-  const size_t row_bytes = RowBytes(f, cols);
+  const size_t row_bytes = RowBytes(type, cols);
   if (row_bytes == 0) {
     return InvalidArgument("pack: {} rows of {} elements are not a whole number of blocks",
                            GgmlTypeName(type), cols);
@@ -123,17 +114,17 @@ Status PackMatrix(GgmlType type, const void* gguf_rows, int64_t rows, int64_t co
   if (gguf_rows == nullptr || out == nullptr) return InvalidArgument("pack: null buffer");
   const auto* src = static_cast<const uint8_t*>(gguf_rows);
   auto* dst = static_cast<uint8_t*>(out);
-  const size_t group_bytes = PackedGroupBytes(f, cols);
+  const size_t group_bytes = PackedGroupBytes(type, cols);
   for (int64_t g = 0; g * kPackRows < rows; ++g) {
     const int valid = static_cast<int>(rows - g * kPackRows < kPackRows ? rows - g * kPackRows : kPackRows);
     uint8_t* group = dst + g * group_bytes;
     std::memset(group + row_bytes * kPackRows, 0, group_bytes - row_bytes * kPackRows);
-    if (f == WeightFormat::kQ8_0) {
+    if (type == GgmlType::kQ8_0) {
       const BlockQ8_0* r[kPackRows];
       for (int i = 0; i < valid; ++i)
         r[i] = reinterpret_cast<const BlockQ8_0*>(src + (g * kPackRows + i) * row_bytes);
       PackGroupQ8_0(r, valid, cols / kQK8_0, group);
-    } else if (f == WeightFormat::kQ4_K) {
+    } else if (type == GgmlType::kQ4_K) {
       const BlockQ4_K* r[kPackRows];
       for (int i = 0; i < valid; ++i)
         r[i] = reinterpret_cast<const BlockQ4_K*>(src + (g * kPackRows + i) * row_bytes);
@@ -148,14 +139,14 @@ Status PackMatrix(GgmlType type, const void* gguf_rows, int64_t rows, int64_t co
   return Status::Ok();
 }
 
-bool PreferPackedLayout(WeightFormat f) {
-  return HasPackedLayout(f) && Kernels().packed_native[static_cast<int>(f)];
+bool PreferPackedLayout(GgmlType type) {
+  return HasPackedLayout(type) && Kernels().packed_native[KernelSlot(type)];
 }
 
-size_t PackedActivationBytes(WeightFormat f, int64_t n, int64_t n_tokens) {
-  if (f == WeightFormat::kQ8_0) return static_cast<size_t>(n / kQK8_0 * n_tokens) * sizeof(ActQ8_0);
-  if (f == WeightFormat::kQ4_K) return static_cast<size_t>(n / kQK_K * n_tokens) * sizeof(ActQ8_K);
-  if (f == WeightFormat::kQ6_K) return static_cast<size_t>(n / kQK_K * n_tokens) * sizeof(BlockQ8_K);
+size_t PackedActivationBytes(GgmlType type, int64_t n, int64_t n_tokens) {
+  if (type == GgmlType::kQ8_0) return static_cast<size_t>(n / kQK8_0 * n_tokens) * sizeof(ActQ8_0);
+  if (type == GgmlType::kQ4_K) return static_cast<size_t>(n / kQK_K * n_tokens) * sizeof(ActQ8_K);
+  if (type == GgmlType::kQ6_K) return static_cast<size_t>(n / kQK_K * n_tokens) * sizeof(BlockQ8_K);
   return 0;
 }
 
@@ -178,44 +169,44 @@ void ToActQ8_K(const BlockQ8_K& blk, ActQ8_K* o) {
 
 }  // namespace
 
-void QuantizePackedActivations(WeightFormat f, const float* x, int64_t n, int64_t t, int64_t n_tokens,
+void QuantizePackedActivations(GgmlType type, const float* x, int64_t n, int64_t t, int64_t n_tokens,
                                void* out) {
-  if (f == WeightFormat::kQ8_0) {
+  if (type == GgmlType::kQ8_0) {
     for (int64_t b = 0; b < n / kQK8_0; ++b) {
       BlockQ8_0 blk;
       QuantizeRowQ8_0(x + b * kQK8_0, &blk, kQK8_0);
       ToActQ8_0(blk, static_cast<ActQ8_0*>(out) + b * n_tokens + t);
     }
-  } else if (f == WeightFormat::kQ4_K) {
+  } else if (type == GgmlType::kQ4_K) {
     for (int64_t b = 0; b < n / kQK_K; ++b) {
       BlockQ8_K blk;
       QuantizeRowQ8_K(x + b * kQK_K, &blk, kQK_K);
       ToActQ8_K(blk, static_cast<ActQ8_K*>(out) + b * n_tokens + t);
     }
-  } else if (f == WeightFormat::kQ6_K) {
+  } else if (type == GgmlType::kQ6_K) {
     for (int64_t b = 0; b < n / kQK_K; ++b) {
       QuantizeRowQ8_K(x + b * kQK_K, static_cast<BlockQ8_K*>(out) + b * n_tokens + t, kQK_K);
     }
   }
 }
 
-void PackActivations(WeightFormat f, const uint8_t* rows, size_t stride, int64_t n, int64_t n_tokens,
+void PackActivations(GgmlType type, const uint8_t* rows, size_t stride, int64_t n, int64_t n_tokens,
                      void* out) {
   for (int64_t t = 0; t < n_tokens; ++t) {
     const uint8_t* row = rows + t * stride;
-    if (f == WeightFormat::kQ8_0) {
+    if (type == GgmlType::kQ8_0) {
       for (int64_t b = 0; b < n / kQK8_0; ++b) {
         BlockQ8_0 blk;
         std::memcpy(&blk, row + b * sizeof(BlockQ8_0), sizeof(blk));
         ToActQ8_0(blk, static_cast<ActQ8_0*>(out) + b * n_tokens + t);
       }
-    } else if (f == WeightFormat::kQ4_K) {
+    } else if (type == GgmlType::kQ4_K) {
       for (int64_t b = 0; b < n / kQK_K; ++b) {
         BlockQ8_K blk;
         std::memcpy(&blk, row + b * sizeof(BlockQ8_K), sizeof(blk));
         ToActQ8_K(blk, static_cast<ActQ8_K*>(out) + b * n_tokens + t);
       }
-    } else if (f == WeightFormat::kQ6_K) {
+    } else if (type == GgmlType::kQ6_K) {
       for (int64_t b = 0; b < n / kQK_K; ++b) {
         std::memcpy(static_cast<BlockQ8_K*>(out) + b * n_tokens + t, row + b * sizeof(BlockQ8_K),
                     sizeof(BlockQ8_K));

@@ -48,21 +48,21 @@ constexpr int kQ4_KPackD = 0, kQ4_KPackDmin = 32, kQ4_KPackScales = 64, kQ4_KPac
               kQ4_KPackBytes = 2304;
 constexpr int kQ6_KPackScales = 0, kQ6_KPackQuants = 256, kQ6_KPackD = 3328, kQ6_KPackBytes = 3360;
 
-// True for the formats that have a packed layout (q8_0, q4_k, q6_k).
-bool HasPackedLayout(WeightFormat f);
-// Bytes of the packed copy of a (rows, cols) matrix; 0 when f has no packed layout or cols is not a
-// whole number of its blocks.
-size_t PackedBytes(WeightFormat f, int64_t rows, int64_t cols);
+// True for the types that have a packed layout (q8_0, q4_k, q6_k).
+bool HasPackedLayout(GgmlType type);
+// Bytes of the packed copy of a (rows, cols) matrix; 0 when the type has no packed layout or cols is not
+// a whole number of its blocks.
+size_t PackedBytes(GgmlType type, int64_t rows, int64_t cols);
 // Bytes of one packed group of 16 rows.
-size_t PackedGroupBytes(WeightFormat f, int64_t cols);
+size_t PackedGroupBytes(GgmlType type, int64_t cols);
 // Offsets of q8_0 block b's quants and scales inside a group of nb blocks.
 size_t PackedQ8_0QuantOffset(int64_t b);
 size_t PackedQ8_0ScaleOffset(int64_t nb, int64_t b);
 // Writes the packed copy of `gguf_rows` ((rows, cols) in GGUF block layout, rows back to back) into
 // `out`, which must hold PackedBytes bytes. Any alignment works; 64 bytes is what the kernels prefer.
 Status PackMatrix(GgmlType type, const void* gguf_rows, int64_t rows, int64_t cols, void* out);
-// True when the kernel table in use has native packed kernels for f, i.e. packing pays off.
-bool PreferPackedLayout(WeightFormat f);
+// True when the kernel table in use has native packed kernels for the type, i.e. packing pays off.
+bool PreferPackedLayout(GgmlType type);
 
 // One activation block of the packed q8_0 kernels: the Q8_0 quants, the f32 value of its f16 scale and
 // -128 * sum(qs), the exact correction for the +128 bias of the weight quants.
@@ -86,14 +86,14 @@ static_assert(sizeof(ActQ8_K) == 288);
 // The packed q6_k kernels read plain BlockQ8_K activation blocks, block-major.
 
 // Bytes of packed activations for n_tokens rows of n elements.
-size_t PackedActivationBytes(WeightFormat f, int64_t n, int64_t n_tokens);
+size_t PackedActivationBytes(GgmlType type, int64_t n, int64_t n_tokens);
 // Quantizes activation row t (of n elements) into the block-major buffer `out` of n_tokens rows. The
 // quants are exactly those of QuantizeActivations.
-void QuantizePackedActivations(WeightFormat f, const float* x, int64_t n, int64_t t, int64_t n_tokens,
+void QuantizePackedActivations(GgmlType type, const float* x, int64_t n, int64_t t, int64_t n_tokens,
                                void* out);
 // Converts n_tokens activation rows made by QuantizeActivations (stride bytes apart) into the packed
 // block-major form.
-void PackActivations(WeightFormat f, const uint8_t* rows, size_t stride, int64_t n, int64_t n_tokens,
+void PackActivations(GgmlType type, const uint8_t* rows, size_t stride, int64_t n, int64_t n_tokens,
                      void* out);
 
 }  // namespace fak::cpu

@@ -136,7 +136,7 @@ inline void TileQ8_0Tail(int count, const uint8_t* group, int64_t nb, const ActQ
 void PackedQ8_0(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_tokens, float* y, int64_t ldy,
                 int64_t r0, int64_t r1) {
   const int64_t nb = n / 32;
-  const size_t group_bytes = PackedGroupBytes(WeightFormat::kQ8_0, n);
+  const size_t group_bytes = PackedGroupBytes(GgmlType::kQ8_0, n);
   const auto* a = reinterpret_cast<const ActQ8_0*>(act);
   for (int64_t r = r0; r < r1; r += kPackRows) {
     const uint8_t* group = w + (r / kPackRows) * group_bytes;
@@ -268,7 +268,7 @@ inline void TileQ4_KTail(int count, const uint8_t* group, int64_t nb, const ActQ
 void PackedQ4_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_tokens, float* y, int64_t ldy,
                 int64_t r0, int64_t r1) {
   const int64_t nb = n / 256;
-  const size_t group_bytes = PackedGroupBytes(WeightFormat::kQ4_K, n);
+  const size_t group_bytes = PackedGroupBytes(GgmlType::kQ4_K, n);
   const auto* a = reinterpret_cast<const ActQ8_K*>(act);
   for (int64_t r = r0; r < r1; r += kPackRows) {
     const uint8_t* group = w + (r / kPackRows) * group_bytes;
@@ -393,7 +393,7 @@ inline void TileQ6_KTail(int count, const uint8_t* group, int64_t nb, const Bloc
 void PackedQ6_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_tokens, float* y, int64_t ldy,
                 int64_t r0, int64_t r1) {
   const int64_t nb = n / 256;
-  const size_t group_bytes = PackedGroupBytes(WeightFormat::kQ6_K, n);
+  const size_t group_bytes = PackedGroupBytes(GgmlType::kQ6_K, n);
   const auto* a = reinterpret_cast<const BlockQ8_K*>(act);
   for (int64_t r = r0; r < r1; r += kPackRows) {
     const uint8_t* group = w + (r / kPackRows) * group_bytes;
@@ -413,12 +413,12 @@ void PackedQ6_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
 }  // namespace
 
 void FillAvx512Packed(KernelTable* t) {
-  t->packed[static_cast<int>(WeightFormat::kQ8_0)] = PackedQ8_0;
-  t->packed[static_cast<int>(WeightFormat::kQ4_K)] = PackedQ4_K;
-  t->packed_native[static_cast<int>(WeightFormat::kQ8_0)] = true;
-  t->packed_native[static_cast<int>(WeightFormat::kQ4_K)] = true;
-  t->packed[static_cast<int>(WeightFormat::kQ6_K)] = PackedQ6_K;
-  t->packed_native[static_cast<int>(WeightFormat::kQ6_K)] = true;
+  t->packed[Slot(GgmlType::kQ8_0)] = PackedQ8_0;
+  t->packed[Slot(GgmlType::kQ4_K)] = PackedQ4_K;
+  t->packed_native[Slot(GgmlType::kQ8_0)] = true;
+  t->packed_native[Slot(GgmlType::kQ4_K)] = true;
+  t->packed[Slot(GgmlType::kQ6_K)] = PackedQ6_K;
+  t->packed_native[Slot(GgmlType::kQ6_K)] = true;
 }
 
 }  // namespace fak::cpu

@@ -14,7 +14,7 @@ namespace {
 void PackedQ8_0(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_tokens, float* y, int64_t ldy,
                 int64_t r0, int64_t r1) {
   const int64_t nb = n / 32;
-  const size_t group_bytes = PackedGroupBytes(WeightFormat::kQ8_0, n);
+  const size_t group_bytes = PackedGroupBytes(GgmlType::kQ8_0, n);
   const auto* a = reinterpret_cast<const ActQ8_0*>(act);  // (nb, n_tokens)
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* quants = w + (r / kPackRows) * group_bytes;
@@ -41,7 +41,7 @@ void PackedQ8_0(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
 void PackedQ4_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_tokens, float* y, int64_t ldy,
                 int64_t r0, int64_t r1) {
   const int64_t nb = n / 256;
-  const size_t group_bytes = PackedGroupBytes(WeightFormat::kQ4_K, n);
+  const size_t group_bytes = PackedGroupBytes(GgmlType::kQ4_K, n);
   const auto* a = reinterpret_cast<const ActQ8_K*>(act);  // (nb, n_tokens)
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* group = w + (r / kPackRows) * group_bytes;
@@ -82,7 +82,7 @@ void PackedQ4_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
 void PackedQ6_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_tokens, float* y, int64_t ldy,
                 int64_t r0, int64_t r1) {
   const int64_t nb = n / 256;
-  const size_t group_bytes = PackedGroupBytes(WeightFormat::kQ6_K, n);
+  const size_t group_bytes = PackedGroupBytes(GgmlType::kQ6_K, n);
   const auto* a = reinterpret_cast<const BlockQ8_K*>(act);  // (nb, n_tokens)
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* group = w + (r / kPackRows) * group_bytes;
@@ -121,20 +121,20 @@ void PackedQ6_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
   }
 }
 
-template <WeightFormat kFormat>
+template <GgmlType kType>
 void QuantizePacked(const float* x, int64_t n, int64_t t, int64_t n_tokens, void* out) {
-  QuantizePackedActivations(kFormat, x, n, t, n_tokens, out);
+  QuantizePackedActivations(kType, x, n, t, n_tokens, out);
 }
 
 }  // namespace
 
 void FillScalarPacked(KernelTable* t) {
-  t->quantize_packed[static_cast<int>(WeightFormat::kQ8_0)] = QuantizePacked<WeightFormat::kQ8_0>;
-  t->quantize_packed[static_cast<int>(WeightFormat::kQ4_K)] = QuantizePacked<WeightFormat::kQ4_K>;
-  t->quantize_packed[static_cast<int>(WeightFormat::kQ6_K)] = QuantizePacked<WeightFormat::kQ6_K>;
-  t->packed[static_cast<int>(WeightFormat::kQ8_0)] = PackedQ8_0;
-  t->packed[static_cast<int>(WeightFormat::kQ4_K)] = PackedQ4_K;
-  t->packed[static_cast<int>(WeightFormat::kQ6_K)] = PackedQ6_K;
+  t->quantize_packed[Slot(GgmlType::kQ8_0)] = QuantizePacked<GgmlType::kQ8_0>;
+  t->quantize_packed[Slot(GgmlType::kQ4_K)] = QuantizePacked<GgmlType::kQ4_K>;
+  t->quantize_packed[Slot(GgmlType::kQ6_K)] = QuantizePacked<GgmlType::kQ6_K>;
+  t->packed[Slot(GgmlType::kQ8_0)] = PackedQ8_0;
+  t->packed[Slot(GgmlType::kQ4_K)] = PackedQ4_K;
+  t->packed[Slot(GgmlType::kQ6_K)] = PackedQ6_K;
   for (bool& native : t->packed_native) native = false;
 }
 

@@ -13,44 +13,30 @@
 #include <gtest/gtest.h>
 
 #include "backends/cpu/matmul.h"
-#include "backends/cpu/test_data.h"
+#include "backends/cpu/test_data.h"  // FloatHex, MakeRandomMatrix, MakeRandomActivations
 #include "quant/codec.h"
 
 namespace fak::cpu {
 namespace {
 
-std::string Hex(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  char buf[16];
-  std::snprintf(buf, sizeof(buf), "%08x", u);
-  return buf;
-}
-
-GgmlType TypeOf(WeightFormat f) {
-  return f == WeightFormat::kQ8_0   ? GgmlType::kQ8_0
-         : f == WeightFormat::kQ4_K ? GgmlType::kQ4_K
-                                    : GgmlType::kQ6_K;
-}
-
 std::vector<uint8_t> Pack(const RandomMatrix& m) {
-  std::vector<uint8_t> out(PackedBytes(m.format, m.rows, m.cols), 0xEE);
-  EXPECT_TRUE(PackMatrix(TypeOf(m.format), m.data.data(), m.rows, m.cols, out.data()).ok());
+  std::vector<uint8_t> out(PackedBytes(m.type, m.rows, m.cols), 0xEE);
+  EXPECT_TRUE(PackMatrix(m.type, m.data.data(), m.rows, m.cols, out.data()).ok());
   return out;
 }
 
 TEST(Packed, Sizes) {
   // A group is 16 rows, rounded up to 64 bytes; the last group is padded.
-  EXPECT_EQ(PackedGroupBytes(WeightFormat::kQ8_0, 4096), 16u * 128 * 34);
-  EXPECT_EQ(PackedBytes(WeightFormat::kQ8_0, 16, 32), 576u);  // 544 -> 576
-  EXPECT_EQ(PackedBytes(WeightFormat::kQ8_0, 17, 64), 2u * 1088);
-  EXPECT_EQ(PackedBytes(WeightFormat::kQ4_K, 8960, 1536), 8960u / 16 * 16 * 6 * 144);
-  EXPECT_EQ(PackedBytes(WeightFormat::kQ4_K, 16, 100), 0u);
-  EXPECT_EQ(PackedBytes(WeightFormat::kF16, 16, 256), 0u);
-  EXPECT_TRUE(HasPackedLayout(WeightFormat::kQ8_0));
-  EXPECT_TRUE(HasPackedLayout(WeightFormat::kQ6_K));
-  EXPECT_FALSE(HasPackedLayout(WeightFormat::kF16));
-  EXPECT_EQ(PackedGroupBytes(WeightFormat::kQ6_K, 512), 16u * 2 * 210);
+  EXPECT_EQ(PackedGroupBytes(GgmlType::kQ8_0, 4096), 16u * 128 * 34);
+  EXPECT_EQ(PackedBytes(GgmlType::kQ8_0, 16, 32), 576u);  // 544 -> 576
+  EXPECT_EQ(PackedBytes(GgmlType::kQ8_0, 17, 64), 2u * 1088);
+  EXPECT_EQ(PackedBytes(GgmlType::kQ4_K, 8960, 1536), 8960u / 16 * 16 * 6 * 144);
+  EXPECT_EQ(PackedBytes(GgmlType::kQ4_K, 16, 100), 0u);
+  EXPECT_EQ(PackedBytes(GgmlType::kF16, 16, 256), 0u);
+  EXPECT_TRUE(HasPackedLayout(GgmlType::kQ8_0));
+  EXPECT_TRUE(HasPackedLayout(GgmlType::kQ6_K));
+  EXPECT_FALSE(HasPackedLayout(GgmlType::kF16));
+  EXPECT_EQ(PackedGroupBytes(GgmlType::kQ6_K, 512), 16u * 2 * 210);
 }
 
 TEST(Packed, RejectsWhatItCannotPack) {
@@ -70,38 +56,38 @@ TEST_P(PackedIsaTest, EqualsReferenceBitForBit) {
   const KernelTable* k = KernelsFor(GetParam());
   ASSERT_NE(k, nullptr);
   uint32_t seed = 900;
-  for (WeightFormat f : {WeightFormat::kQ8_0, WeightFormat::kQ4_K, WeightFormat::kQ6_K}) {
-    const int fi = static_cast<int>(f);
-    ASSERT_NE(k->packed[fi], nullptr);
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    const int slot = KernelSlot(type);
+    ASSERT_NE(k->packed[slot], nullptr);
     const std::vector<int64_t> cols_list =
-        f == WeightFormat::kQ8_0 ? std::vector<int64_t>{32, 96, 544} : std::vector<int64_t>{256, 768};
+        type == GgmlType::kQ8_0 ? std::vector<int64_t>{32, 96, 544} : std::vector<int64_t>{256, 768};
     for (int64_t rows : {1, 5, 16, 17, 33, 67}) {
       for (int64_t cols : cols_list) {
-        const RandomMatrix m = MakeRandomMatrix(f, rows, cols, ++seed);
+        const RandomMatrix m = MakeRandomMatrix(type, rows, cols, ++seed);
         const std::vector<uint8_t> packed = Pack(m);
         for (int64_t n_tokens : {1, 2, 3, 7, 9, 21}) {
-          const auto act = MakeRandomActivations(f, n_tokens, cols, ++seed);
-          const size_t stride = ActivationRowBytes(f, cols);
-          std::vector<uint8_t> pact(PackedActivationBytes(f, cols, n_tokens));
-          PackActivations(f, act.data(), stride, cols, n_tokens, pact.data());
+          const auto act = MakeRandomActivations(type, n_tokens, cols, ++seed);
+          const size_t stride = ActivationRowBytes(type, cols);
+          std::vector<uint8_t> pact(PackedActivationBytes(type, cols, n_tokens));
+          PackActivations(type, act.data(), stride, cols, n_tokens, pact.data());
           const int64_t ldy = rows + 3;
           std::vector<float> want(ldy * n_tokens, -1.0f), got(ldy * n_tokens, -1.0f);
-          ref->matmul[fi](m.data.data(), m.row_bytes, cols, act.data(), stride, n_tokens, want.data(), ldy, 0,
-                          rows);
-          k->packed[fi](packed.data(), cols, pact.data(), n_tokens, got.data(), ldy, 0, rows);
+          ref->matmul[slot](m.data.data(), m.row_bytes, cols, act.data(), stride, n_tokens, want.data(), ldy,
+                            0, rows);
+          k->packed[slot](packed.data(), cols, pact.data(), n_tokens, got.data(), ldy, 0, rows);
           for (size_t i = 0; i < want.size(); ++i) {
-            ASSERT_EQ(Hex(got[i]), Hex(want[i]))
-                << WeightFormatName(f) << " rows " << rows << " cols " << cols << " tokens " << n_tokens
+            ASSERT_EQ(FloatHex(got[i]), FloatHex(want[i]))
+                << GgmlTypeName(type) << " rows " << rows << " cols " << cols << " tokens " << n_tokens
                 << " token " << i / ldy << " row " << i % ldy;
           }
           // A sub-range starting at the second group writes only its rows.
           if (rows > 17) {
             std::vector<float> part(ldy * n_tokens, -1.0f);
-            k->packed[fi](packed.data(), cols, pact.data(), n_tokens, part.data(), ldy, 16, rows - 1);
+            k->packed[slot](packed.data(), cols, pact.data(), n_tokens, part.data(), ldy, 16, rows - 1);
             for (int64_t t = 0; t < n_tokens; ++t) {
               for (int64_t r = 0; r < ldy; ++r) {
                 const float expect = r >= 16 && r < rows - 1 ? want[t * ldy + r] : -1.0f;
-                ASSERT_EQ(Hex(part[t * ldy + r]), Hex(expect)) << "t " << t << " r " << r;
+                ASSERT_EQ(FloatHex(part[t * ldy + r]), FloatHex(expect)) << "t " << t << " r " << r;
               }
             }
           }
@@ -130,14 +116,14 @@ TEST_P(PackedIsaTest, ActivationQuantizersEqualReference) {
     if (kind == 1) x[i] = -std::numeric_limits<float>::infinity();
     if (kind == 2) x[i] = 0.5f;  // ties round to even
   }
-  for (WeightFormat f : {WeightFormat::kQ8_0, WeightFormat::kQ4_K, WeightFormat::kQ6_K}) {
-    const size_t bytes = PackedActivationBytes(f, n, n_tokens);
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    const size_t bytes = PackedActivationBytes(type, n, n_tokens);
     std::vector<uint8_t> want(bytes, 0xAB), got(bytes, 0xCD);
     for (int64_t t = 0; t < n_tokens; ++t) {
-      QuantizePackedActivations(f, x.data() + t * n, n, t, n_tokens, want.data());
-      k->quantize_packed[static_cast<int>(f)](x.data() + t * n, n, t, n_tokens, got.data());
+      QuantizePackedActivations(type, x.data() + t * n, n, t, n_tokens, want.data());
+      k->quantize_packed[KernelSlot(type)](x.data() + t * n, n, t, n_tokens, got.data());
     }
-    EXPECT_EQ(std::memcmp(want.data(), got.data(), bytes), 0) << WeightFormatName(f);
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), bytes), 0) << GgmlTypeName(type);
   }
 }
 
@@ -164,7 +150,7 @@ TEST(Packed, MatMulOpMatchesPlainLayout) {
     }
     auto plain = MakeQuantMatrix(type, wq.data(), rows, cols);
     ASSERT_TRUE(plain.ok());
-    std::vector<uint8_t> wp(PackedBytes(plain->format, rows, cols));
+    std::vector<uint8_t> wp(PackedBytes(plain->type, rows, cols));
     ASSERT_TRUE(PackMatrix(type, wq.data(), rows, cols, wp.data()).ok());
     auto packed = MakePackedQuantMatrix(type, wp.data(), rows, cols);
     ASSERT_TRUE(packed.ok());

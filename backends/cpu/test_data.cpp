@@ -1,9 +1,10 @@
 #include "backends/cpu/test_data.h"
 
+#include <cstdio>
 #include <cstring>
 
+#include "backends/cpu/kernels.h"  // ActivationRowBytes, QuantizeActivations
 #include "quant/f16.h"
-#include "quant/ggml_type.h"
 #include "quant/q4_k.h"
 #include "quant/q6_k.h"
 #include "quant/q8_0.h"
@@ -22,15 +23,15 @@ uint16_t RandomHalfScale(std::mt19937& rng, bool special) {
 
 }  // namespace
 
-RandomMatrix MakeRandomMatrix(WeightFormat f, int64_t rows, int64_t cols, uint32_t seed, bool special) {
+RandomMatrix MakeRandomMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_t seed, bool special) {
   RandomMatrix m;
-  m.format = f;
+  m.type = type;
   m.rows = rows;
   m.cols = cols;
   std::mt19937 rng(seed);
-  switch (f) {
-    case WeightFormat::kF16:
-    case WeightFormat::kBF16: {
+  switch (type) {
+    case GgmlType::kF16:
+    case GgmlType::kBF16: {
       m.row_bytes = static_cast<size_t>(cols) * 2;
       m.data.resize(m.row_bytes * rows);
       std::normal_distribution<float> g(0.0f, 1.0f);
@@ -40,11 +41,11 @@ RandomMatrix MakeRandomMatrix(WeightFormat f, int64_t rows, int64_t cols, uint32
         if (special && rng() % 64 == 0) v *= 1e4f;
         if (special && rng() % 64 == 0) v *= 1e-6f;
         if (special && rng() % 64 == 0) v = 0.0f;
-        p[i] = f == WeightFormat::kF16 ? Fp32ToFp16(v) : Fp32ToBf16(v);
+        p[i] = type == GgmlType::kF16 ? Fp32ToFp16(v) : Fp32ToBf16(v);
       }
       return m;
     }
-    case WeightFormat::kF32: {
+    case GgmlType::kF32: {
       m.row_bytes = static_cast<size_t>(cols) * 4;
       m.data.resize(m.row_bytes * rows);
       std::normal_distribution<float> g(0.0f, 1.0f);
@@ -58,7 +59,7 @@ RandomMatrix MakeRandomMatrix(WeightFormat f, int64_t rows, int64_t cols, uint32
       }
       return m;
     }
-    case WeightFormat::kQ8_0: {
+    case GgmlType::kQ8_0: {
       const int64_t nb = cols / kQK8_0;
       m.row_bytes = nb * sizeof(BlockQ8_0);
       m.data.resize(m.row_bytes * rows);
@@ -70,7 +71,7 @@ RandomMatrix MakeRandomMatrix(WeightFormat f, int64_t rows, int64_t cols, uint32
       }
       return m;
     }
-    case WeightFormat::kQ4_K: {
+    case GgmlType::kQ4_K: {
       const int64_t nb = cols / kQK_K;
       m.row_bytes = nb * sizeof(BlockQ4_K);
       m.data.resize(m.row_bytes * rows);
@@ -84,7 +85,7 @@ RandomMatrix MakeRandomMatrix(WeightFormat f, int64_t rows, int64_t cols, uint32
       }
       return m;
     }
-    case WeightFormat::kQ6_K: {
+    case GgmlType::kQ6_K: {
       const int64_t nb = cols / kQK_K;
       m.row_bytes = nb * sizeof(BlockQ6_K);
       m.data.resize(m.row_bytes * rows);
@@ -98,19 +99,19 @@ RandomMatrix MakeRandomMatrix(WeightFormat f, int64_t rows, int64_t cols, uint32
       }
       return m;
     }
+    default: return m;  // no kernels: empty
   }
-  return m;
 }
 
-std::vector<uint8_t> MakeRandomActivations(WeightFormat f, int64_t n_tokens, int64_t cols, uint32_t seed,
+std::vector<uint8_t> MakeRandomActivations(GgmlType type, int64_t n_tokens, int64_t cols, uint32_t seed,
                                            bool special) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> g(0.0f, 1.0f);
-  const size_t stride = ActivationRowBytes(f, cols);
+  const size_t stride = ActivationRowBytes(type, cols);
   std::vector<uint8_t> out(stride * n_tokens);
   std::vector<float> x(cols);
-  const bool is_float = f == WeightFormat::kF16 || f == WeightFormat::kBF16 || f == WeightFormat::kF32;
-  const int64_t block = f == WeightFormat::kQ8_0 ? 32 : is_float ? 16 : 256;
+  const bool is_float = type == GgmlType::kF16 || type == GgmlType::kBF16 || type == GgmlType::kF32;
+  const int64_t block = type == GgmlType::kQ8_0 ? 32 : is_float ? 16 : 256;
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t b0 = 0; b0 < cols; b0 += block) {
       const uint32_t kind = special ? rng() % 8 : 7;
@@ -118,9 +119,17 @@ std::vector<uint8_t> MakeRandomActivations(WeightFormat f, int64_t n_tokens, int
       const float scale = kind == 0 ? 0.0f : kind == 1 ? 1e-7f : kind == 2 ? 1e3f : 1.0f;
       for (int64_t i = b0; i < b0 + block && i < cols; ++i) x[i] = scale * g(rng);
     }
-    QuantizeActivations(f, x.data(), out.data() + t * stride, cols);
+    QuantizeActivations(type, x.data(), out.data() + t * stride, cols);
   }
   return out;
+}
+
+std::string FloatHex(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%08x", u);
+  return buf;
 }
 
 }  // namespace fak::cpu

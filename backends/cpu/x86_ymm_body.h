@@ -1,8 +1,9 @@
-// 256-bit kernel bodies shared by the AVX2 and AVX-512 tables. Included only by ISA translation
-// units, after they define (in an anonymous namespace)
+// 256-bit kernel bodies shared by the AVX2 and AVX-512 tables: the whole of both levels' matvec and
+// matmul entries, filled by FillYmm. Included only by ISA translation units, after the level's
+// x86_dot_*.h, which defines (in an anonymous namespace)
 //   __m256i DotU8S8(__m256i acc, __m256i u, __m256i s)
-// which adds, to each of the 8 int32 lanes of acc, the dot of 4 consecutive unsigned bytes of u with
-// the signed bytes of s (callers keep every byte pair sum within int16: |u| <= 128, |s| <= 127).
+// adding, to each of the 8 int32 lanes of acc, the dot of 4 consecutive unsigned bytes of u with the
+// signed bytes of s (callers keep every byte pair sum within int16: |u| <= 128, |s| <= 127).
 //
 // Everything here has internal linkage and uses no standard-library templates: a weak inline symbol
 // compiled with AVX-512 flags must never be the one the linker keeps for scalar code.
@@ -16,10 +17,12 @@
 #include <cstdint>
 #include <cstring>
 
-#include "quant/q4_k.h"  // BlockQ4_K
-#include "quant/q6_k.h"  // BlockQ6_K
-#include "quant/q8_0.h"  // BlockQ8_0
-#include "quant/q8_k.h"  // BlockQ8_K
+#include "backends/cpu/isa_tables.h"  // SetEntry
+#include "quant/ggml_type.h"          // GgmlType
+#include "quant/q4_k.h"               // BlockQ4_K
+#include "quant/q6_k.h"               // BlockQ6_K
+#include "quant/q8_0.h"               // BlockQ8_0
+#include "quant/q8_k.h"               // BlockQ8_K
 
 namespace fak::cpu {
 namespace {
@@ -115,6 +118,12 @@ struct Q8_0Tile {
   }
 };
 
+inline void MatMulQ8_0Ymm(const uint8_t* w, size_t row_bytes, int64_t n, const uint8_t* act,
+                          size_t act_stride, int64_t n_tokens, float* y, int64_t ldy, int64_t r0,
+                          int64_t r1) {
+  RunRowTiles<BlockQ8_0, Q8_0Tile>(w, row_bytes, n / kQK8_0, act, act_stride, n_tokens, y, ldy, r0, r1);
+}
+
 // ---------------------------------------------------------------------------------------------------
 // k-quants: a super-block of one weight row is unpacked once into 8-bit quants and int16 scale vectors
 // and then dotted with each token's Q8_K block.
@@ -126,7 +135,7 @@ struct UnpackedQ4_K {
   float d, dmin;
 };
 
-inline void UnpackQ4_KYmm(const BlockQ4_K& b, UnpackedQ4_K* u) {
+inline void Unpack(const BlockQ4_K& b, UnpackedQ4_K* u) {
   uint32_t w[3];
   std::memcpy(w, b.scales, 12);
   const uint32_t sc_lo = w[0] & 0x3F3F3F3Fu, m_lo = w[1] & 0x3F3F3F3Fu;
@@ -148,16 +157,23 @@ inline void UnpackQ4_KYmm(const BlockQ4_K& b, UnpackedQ4_K* u) {
   u->dmin = HalfToFloat(b.dmin);
 }
 
-inline void DotUnpackedQ4_K(const UnpackedQ4_K& u, const BlockQ8_K& a, int32_t* sum, int32_t* min_sum) {
+// Lanes summing to sum_k scale[k] * (q[k] . 32 activation quants at qs + 32k), exact in int32.
+inline __m256i ScaledDots(const __m256i q[8], const __m256i scale[8], const int8_t* qs) {
   __m256i acc = _mm256_setzero_si256();
-  for (int j = 0; j < 8; ++j) {
-    const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 32 * j));
-    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u.q[j], av), u.scale[j]));
+  for (int k = 0; k < 8; ++k) {
+    const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * k));
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], av), scale[k]));
   }
-  *sum = HsumI32(acc);
-  int32_t ms = 0;
-  for (int j = 0; j < 8; ++j) ms += u.min[j] * (a.bsums[2 * j] + a.bsums[2 * j + 1]);
-  *min_sum = ms;
+  return acc;
+}
+
+// One super-block's term of a row's dot with one token, as the reference adds it to the row's sum.
+inline float BlockTerm(const UnpackedQ4_K& u, const BlockQ8_K& a) {
+  const int32_t sum = HsumI32(ScaledDots(u.q, u.scale, a.qs));
+  int32_t min_sum = 0;
+  for (int j = 0; j < 8; ++j) min_sum += u.min[j] * (a.bsums[2 * j] + a.bsums[2 * j + 1]);
+  const float dd = a.d * u.d, dm = a.d * u.dmin;
+  return dd * static_cast<float>(sum) - dm * static_cast<float>(min_sum);
 }
 
 struct UnpackedQ6_K {
@@ -167,7 +183,7 @@ struct UnpackedQ6_K {
   float d;
 };
 
-inline void UnpackQ6_KYmm(const BlockQ6_K& b, UnpackedQ6_K* u) {
+inline void Unpack(const BlockQ6_K& b, UnpackedQ6_K* u) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
   for (int h = 0; h < 2; ++h) {
     const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h));
@@ -189,54 +205,29 @@ inline void UnpackQ6_KYmm(const BlockQ6_K& b, UnpackedQ6_K* u) {
   u->d = HalfToFloat(b.d);
 }
 
-inline int32_t DotUnpackedQ6_K(const UnpackedQ6_K& u, const BlockQ8_K& a) {
-  __m256i acc = _mm256_setzero_si256();
-  for (int k = 0; k < 8; ++k) {
-    const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 32 * k));
-    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u.q[k], av), u.scale[k]));
-  }
+inline float BlockTerm(const UnpackedQ6_K& u, const BlockQ8_K& a) {
+  const int32_t sum = HsumI32(ScaledDots(u.q, u.scale, a.qs));
   const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
-  const __m256i off = _mm256_madd_epi16(bs, u.scale16);
-  return HsumI32(acc) - 32 * HsumI32(off);
+  const int32_t offset = HsumI32(_mm256_madd_epi16(bs, u.scale16));  // sum_j sc_j * bsum_j, times 32 below
+  const float dd = a.d * u.d;
+  return dd * static_cast<float>(sum - 32 * offset);
 }
 
 // Rows [r0, r1) x all tokens; each super-block of a row is unpacked once and used for every token.
-// `acc` is scratch for n_tokens running sums.
-inline void MatMulQ4_KYmm(const uint8_t* w, size_t row_bytes, int64_t nb, const uint8_t* act,
-                          size_t act_stride, int64_t n_tokens, float* y, int64_t ldy, int64_t r0,
-                          int64_t r1) {
+template <typename Block, typename Unpacked>
+void MatMulKQuantYmm(const uint8_t* w, size_t row_bytes, int64_t n, const uint8_t* act, size_t act_stride,
+                     int64_t n_tokens, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  const int64_t nb = n / kQK_K;
   for (int64_t r = r0; r < r1; ++r) {
-    const BlockQ4_K* row = reinterpret_cast<const BlockQ4_K*>(w + r * row_bytes);
+    const Block* row = reinterpret_cast<const Block*>(w + r * row_bytes);
     for (int64_t t = 0; t < n_tokens; ++t) y[t * ldy + r] = 0.0f;
     for (int64_t b = 0; b < nb; ++b) {
-      UnpackedQ4_K u;
-      UnpackQ4_KYmm(row[b], &u);
+      Unpacked u;
+      Unpack(row[b], &u);
       for (int64_t t = 0; t < n_tokens; ++t) {
         const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(act + t * act_stride)[b];
-        int32_t s, ms;
-        DotUnpackedQ4_K(u, a, &s, &ms);
-        const float dd = a.d * u.d, dm = a.d * u.dmin;
         float& out = y[t * ldy + r];
-        out = out + (dd * static_cast<float>(s) - dm * static_cast<float>(ms));
-      }
-    }
-  }
-}
-
-inline void MatMulQ6_KYmm(const uint8_t* w, size_t row_bytes, int64_t nb, const uint8_t* act,
-                          size_t act_stride, int64_t n_tokens, float* y, int64_t ldy, int64_t r0,
-                          int64_t r1) {
-  for (int64_t r = r0; r < r1; ++r) {
-    const BlockQ6_K* row = reinterpret_cast<const BlockQ6_K*>(w + r * row_bytes);
-    for (int64_t t = 0; t < n_tokens; ++t) y[t * ldy + r] = 0.0f;
-    for (int64_t b = 0; b < nb; ++b) {
-      UnpackedQ6_K u;
-      UnpackQ6_KYmm(row[b], &u);
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(act + t * act_stride)[b];
-        const float dd = a.d * u.d;
-        float& out = y[t * ldy + r];
-        out = out + dd * static_cast<float>(DotUnpackedQ6_K(u, a));
+        out = out + BlockTerm(u, a);
       }
     }
   }
@@ -244,8 +235,8 @@ inline void MatMulQ6_KYmm(const uint8_t* w, size_t row_bytes, int64_t nb, const 
 
 // ---------------------------------------------------------------------------------------------------
 // f16 / bf16 / f32 x f32: 16 float lanes (two ymm), lane = element index mod 16, multiply then add,
-// then the ReduceLanes16 tree. Up to 4 tokens share each converted weight vector.
-// kKind: 0 = f16, 1 = bf16, 2 = f32 weights.
+// then the ReduceLanes16 tree. Up to 4 tokens share each converted weight vector. kType is the weight
+// type: f16, bf16 or f32.
 
 inline __m256 LoadF16x8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -255,18 +246,18 @@ inline __m256 LoadBf16x8(const uint16_t* p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
 
-template <int kKind>
+template <GgmlType kType>
 inline __m256 LoadWeights8(const uint8_t* w, int64_t i) {
-  if (kKind == 2) return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i);
+  if (kType == GgmlType::kF32) return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i);
   const uint16_t* h = reinterpret_cast<const uint16_t*>(w) + i;
-  return kKind == 1 ? LoadBf16x8(h) : LoadF16x8(h);
+  return kType == GgmlType::kBF16 ? LoadBf16x8(h) : LoadF16x8(h);
 }
 
-template <int kKind>
+template <GgmlType kType>
 inline float WeightAt(const uint8_t* w, int64_t k) {
-  if (kKind == 2) return reinterpret_cast<const float*>(w)[k];
+  if (kType == GgmlType::kF32) return reinterpret_cast<const float*>(w)[k];
   const uint16_t h = reinterpret_cast<const uint16_t*>(w)[k];
-  if (kKind == 0) return HalfToFloat(h);
+  if (kType == GgmlType::kF16) return HalfToFloat(h);
   const uint32_t bits = static_cast<uint32_t>(h) << 16;
   float f;
   std::memcpy(&f, &bits, 4);
@@ -281,14 +272,14 @@ inline float ReduceLanes16Scalar(const float* l) {
   return c[0] + c[1];
 }
 
-template <int kKind, int T>
+template <GgmlType kType, int T>
 inline void DotHalfTile(const uint8_t* w, const float* const x[T], int64_t n, float out[T]) {
   __m256 lo[T], hi[T];
   for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m256 w0 = LoadWeights8<kKind>(w, i);
-    const __m256 w1 = LoadWeights8<kKind>(w, i + 8);
+    const __m256 w0 = LoadWeights8<kType>(w, i);
+    const __m256 w1 = LoadWeights8<kType>(w, i + 8);
     for (int t = 0; t < T; ++t) {
       lo[t] = _mm256_add_ps(lo[t], _mm256_mul_ps(w0, _mm256_loadu_ps(x[t] + i)));
       hi[t] = _mm256_add_ps(hi[t], _mm256_mul_ps(w1, _mm256_loadu_ps(x[t] + i + 8)));
@@ -299,14 +290,14 @@ inline void DotHalfTile(const uint8_t* w, const float* const x[T], int64_t n, fl
     _mm256_store_ps(lane, lo[t]);
     _mm256_store_ps(lane + 8, hi[t]);
     for (int64_t k = i; k < n; ++k) {
-      const float p = WeightAt<kKind>(w, k) * x[t][k];
+      const float p = WeightAt<kType>(w, k) * x[t][k];
       lane[k & 15] = lane[k & 15] + p;
     }
     out[t] = ReduceLanes16Scalar(lane);
   }
 }
 
-template <int kKind>
+template <GgmlType kType>
 void MatMulHalfYmm(const uint8_t* w, size_t row_bytes, int64_t n, const uint8_t* act, size_t act_stride,
                    int64_t n_tokens, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) {
@@ -316,16 +307,28 @@ void MatMulHalfYmm(const uint8_t* w, size_t row_bytes, int64_t n, const uint8_t*
       const float* x[4];
       for (int k = 0; k < 4; ++k) x[k] = reinterpret_cast<const float*>(act + (t + k) * act_stride);
       float out[4];
-      DotHalfTile<kKind, 4>(row, x, n, out);
+      DotHalfTile<kType, 4>(row, x, n, out);
       for (int k = 0; k < 4; ++k) y[(t + k) * ldy + r] = out[k];
     }
     for (; t < n_tokens; ++t) {
       const float* x[1] = {reinterpret_cast<const float*>(act + t * act_stride)};
       float out[1];
-      DotHalfTile<kKind, 1>(row, x, n, out);
+      DotHalfTile<kType, 1>(row, x, n, out);
       y[t * ldy + r] = out[0];
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The entries of a 256-bit table: its matvec ones (kMatVec) or its matmul ones.
+template <bool kMatVec>
+inline void FillYmm(KernelTable* t) {
+  SetEntry<kMatVec, GgmlType::kF16, MatMulHalfYmm<GgmlType::kF16>>(t);
+  SetEntry<kMatVec, GgmlType::kBF16, MatMulHalfYmm<GgmlType::kBF16>>(t);
+  SetEntry<kMatVec, GgmlType::kF32, MatMulHalfYmm<GgmlType::kF32>>(t);
+  SetEntry<kMatVec, GgmlType::kQ8_0, MatMulQ8_0Ymm>(t);
+  SetEntry<kMatVec, GgmlType::kQ4_K, MatMulKQuantYmm<BlockQ4_K, UnpackedQ4_K>>(t);
+  SetEntry<kMatVec, GgmlType::kQ6_K, MatMulKQuantYmm<BlockQ6_K, UnpackedQ6_K>>(t);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "backends/cpu/kernel_bench.h"
+#include "bench/kernel_bench.h"
 
 #include <time.h>
 
@@ -7,14 +7,15 @@
 #include <fstream>
 #include <string>
 
-#include "backends/cpu/huge_buffer.h"
-#include "backends/cpu/packed.h"
-#include "backends/cpu/test_data.h"
-#include "core/thread_pool.h"
-#include "core/cpu_features.h"
-#include "core/timer.h"
+#include "backends/cpu/kernels.h"    // Kernels, KernelsFor, KernelSlot, ActivationRowBytes
+#include "backends/cpu/packed.h"     // PackMatrix, PackActivations, PackedBytes
+#include "backends/cpu/test_data.h"  // MakeRandomMatrix, MakeRandomActivations
+#include "bench/huge_buffer.h"       // HugeBuffer
+#include "core/cpu_features.h"       // GetCpuFeatures
+#include "core/thread_pool.h"        // ThreadPool, DefaultThreadCount
+#include "core/timer.h"              // Timer
 
-namespace fak::cpu {
+namespace fak::bench {
 namespace {
 
 // The machine may be shared: a repetition is "clean" when the process got CPU time for all its threads
@@ -98,7 +99,7 @@ void TimePairedWithRead(ThreadPool& pool, const uint8_t* p, size_t bytes, double
   }
 }
 
-double MeasureInt8Peak(ThreadPool& pool, const KernelTable& k, double min_seconds) {
+double MeasureInt8Peak(ThreadPool& pool, const cpu::KernelTable& k, double min_seconds) {
   const int64_t iters = 1 << 22;
   std::vector<int64_t> macs(pool.size());
   const double s =
@@ -108,17 +109,11 @@ double MeasureInt8Peak(ThreadPool& pool, const KernelTable& k, double min_second
   return 2.0 * static_cast<double>(total) / s * 1e-9;  // one multiply-add = 2 ops
 }
 
-GgmlType PackType(WeightFormat f) {
-  return f == WeightFormat::kQ8_0   ? GgmlType::kQ8_0
-         : f == WeightFormat::kQ4_K ? GgmlType::kQ4_K
-                                    : GgmlType::kQ6_K;
-}
-
 bool SameBits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
 
 // Fills `dst` (rows of row_bytes) by repeating a smaller random matrix: generation stays fast and the
 // data is still not compressible by any cache.
-void FillByTiling(const RandomMatrix& tile, uint8_t* dst, int64_t rows) {
+void FillByTiling(const cpu::RandomMatrix& tile, uint8_t* dst, int64_t rows) {
   const size_t tile_bytes = tile.data.size();
   const size_t total = static_cast<size_t>(rows) * tile.row_bytes;
   for (size_t off = 0; off < total; off += tile_bytes) {
@@ -153,18 +148,21 @@ Status RunKernelBench(const KernelBenchOptions& o) {
   ThreadPool pool(threads);
   g_threads = threads;
   g_measurements = g_contended = 0;
-  const KernelTable& k = Kernels();
-  const KernelTable& ref = *KernelsFor(Isa::kScalar);
+  const cpu::KernelTable& k = cpu::Kernels();
+  const cpu::KernelTable& ref = *cpu::KernelsFor(cpu::Isa::kScalar);
   const int64_t llc = LastLevelCacheBytes();
   const int64_t big = std::max<int64_t>(4 * llc, int64_t{128} << 20);
-  std::vector<WeightFormat> formats = o.formats;
-  if (formats.empty()) {
-    formats = {WeightFormat::kQ8_0, WeightFormat::kQ4_K, WeightFormat::kQ6_K,
-               WeightFormat::kF16,  WeightFormat::kBF16, WeightFormat::kF32};
+  std::vector<GgmlType> types = o.types;
+  if (types.empty()) {
+    types = {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K,
+             GgmlType::kF16,  GgmlType::kBF16, GgmlType::kF32};
+  }
+  for (GgmlType t : types) {
+    if (!cpu::HasKernels(t)) return InvalidArgument("bench kernels: no kernels for {}", GgmlTypeName(t));
   }
 
   std::fprintf(out, "fak bench kernels: isa %s, %d threads, cpu \"%s\" (%s)\n",
-               std::string(IsaName(k.isa)).c_str(), threads, GetCpuFeatures().model_name.c_str(),
+               std::string(cpu::IsaName(k.isa)).c_str(), threads, GetCpuFeatures().model_name.c_str(),
                GetCpuFeatures().ToString().c_str());
   std::fprintf(out, "last-level cache %.1f MiB; matrix-vector weights are >= %.0f MiB (4x LLC), huge pages\n",
                static_cast<double>(llc) / (1 << 20), static_cast<double>(big) / (1 << 20));
@@ -174,7 +172,7 @@ Status RunKernelBench(const KernelBenchOptions& o) {
                static_cast<double>(big) * 2 / (1 << 20), threads);
   std::fprintf(out,
                "measured int8 peak:      %.0f GOPS (register-only %s dot loop; 1 multiply-add = 2 ops)\n\n",
-               peak, std::string(IsaName(k.isa)).c_str());
+               peak, std::string(cpu::IsaName(k.isa)).c_str());
 
   std::fprintf(
       out,
@@ -189,21 +187,21 @@ Status RunKernelBench(const KernelBenchOptions& o) {
                  static_cast<double>(bytes) / (1 << 20), s * 1e6, gbs, read, 100 * gbs / bw,
                  100 * gbs / read);
   };
-  for (WeightFormat f : formats) {
-    const int fi = static_cast<int>(f);
-    const RandomMatrix tile = MakeRandomMatrix(f, 256, o.cols, 7 + fi, /*special=*/false);
+  for (GgmlType f : types) {
+    const int fi = cpu::KernelSlot(f);
+    const cpu::RandomMatrix tile = cpu::MakeRandomMatrix(f, 256, o.cols, 7 + fi, /*special=*/false);
     const int64_t rows = (big / static_cast<int64_t>(tile.row_bytes) + 255) / 256 * 256;
     const size_t bytes = static_cast<size_t>(rows) * tile.row_bytes;
     HugeBuffer w(bytes);
     if (w.data() == nullptr) return Internal("bench kernels: cannot map {} bytes", bytes);
     FillByTiling(tile, w.data(), rows);
-    const auto act = MakeRandomActivations(f, 1, o.cols, 11 + fi, false);
+    const auto act = cpu::MakeRandomActivations(f, 1, o.cols, 11 + fi, false);
     std::vector<float> y(rows), yr(256);
     // Validate on the first tile of rows before timing.
     k.matvec[fi](w.data(), tile.row_bytes, o.cols, act.data(), y.data(), 0, 256);
     ref.matvec[fi](w.data(), tile.row_bytes, o.cols, act.data(), yr.data(), 0, 256);
     if (!SameBits(y.data(), yr.data(), 256)) {
-      return Internal("bench kernels: {} matvec differs from the scalar reference", WeightFormatName(f));
+      return Internal("bench kernels: {} matvec differs from the scalar reference", GgmlTypeName(f));
     }
     double s, read_s;
     TimePairedWithRead(
@@ -215,33 +213,32 @@ Status RunKernelBench(const KernelBenchOptions& o) {
         },
         &read_s, &s);
     const std::string shape = std::to_string(rows) + "x" + std::to_string(o.cols);
-    row(std::string(WeightFormatName(f)), shape, bytes, s, read_s);
-    if (!HasPackedLayout(f) || k.packed[fi] == nullptr) continue;
+    row(std::string(GgmlTypeName(f)), shape, bytes, s, read_s);
+    if (!cpu::HasPackedLayout(f) || k.packed[fi] == nullptr) continue;
     // The packed layout: a 256-row tile packs into 16 whole groups, so tiling the packed bytes gives the
     // packed copy of the big matrix.
-    std::vector<uint8_t> ptile(PackedBytes(f, 256, o.cols));
-    FAK_RETURN_IF_ERROR(PackMatrix(PackType(f), tile.data.data(), 256, o.cols, ptile.data()));
-    const size_t pbytes = PackedBytes(f, rows, o.cols);
+    std::vector<uint8_t> ptile(cpu::PackedBytes(f, 256, o.cols));
+    FAK_RETURN_IF_ERROR(cpu::PackMatrix(f, tile.data.data(), 256, o.cols, ptile.data()));
+    const size_t pbytes = cpu::PackedBytes(f, rows, o.cols);
     for (size_t off = 0; off < pbytes; off += ptile.size()) {
       std::memcpy(w.data() + off, ptile.data(), std::min(ptile.size(), pbytes - off));
     }
-    std::vector<uint8_t> pact(PackedActivationBytes(f, o.cols, 1));
-    PackActivations(f, act.data(), 0, o.cols, 1, pact.data());
+    std::vector<uint8_t> pact(cpu::PackedActivationBytes(f, o.cols, 1));
+    cpu::PackActivations(f, act.data(), 0, o.cols, 1, pact.data());
     k.packed[fi](w.data(), o.cols, pact.data(), 1, y.data(), 0, 0, 256);
     if (!SameBits(y.data(), yr.data(), 256)) {
-      return Internal("bench kernels: packed {} matvec differs from the scalar reference",
-                      WeightFormatName(f));
+      return Internal("bench kernels: packed {} matvec differs from the scalar reference", GgmlTypeName(f));
     }
     double sp, read_sp;
     TimePairedWithRead(
         pool, w.data(), pbytes, o.min_seconds,
         [&] {
-          pool.ParallelFor(rows, kPackRows, [&](int64_t r0, int64_t r1) {
+          pool.ParallelFor(rows, cpu::kPackRows, [&](int64_t r0, int64_t r1) {
             k.packed[fi](w.data(), o.cols, pact.data(), 1, y.data(), 0, r0, r1);
           });
         },
         &read_sp, &sp);
-    row(std::string(WeightFormatName(f)) + " pk", shape, pbytes, sp, read_sp);
+    row(std::string(GgmlTypeName(f)) + " pk", shape, pbytes, sp, read_sp);
   }
 
   std::fprintf(
@@ -250,18 +247,18 @@ Status RunKernelBench(const KernelBenchOptions& o) {
       "beforehand\n",
       static_cast<long long>(o.matmul_tokens));
   std::fprintf(out, "%-9s %-20s %10s %9s %8s\n", "format", "shape x tokens", "ms", "GOPS", "% peak");
-  for (WeightFormat f : formats) {
-    const int fi = static_cast<int>(f);
-    const RandomMatrix w = MakeRandomMatrix(f, o.matmul_rows, o.cols, 21 + fi, false);
+  for (GgmlType f : types) {
+    const int fi = cpu::KernelSlot(f);
+    const cpu::RandomMatrix w = cpu::MakeRandomMatrix(f, o.matmul_rows, o.cols, 21 + fi, false);
     const int64_t nt = o.matmul_tokens;
-    const auto act = MakeRandomActivations(f, nt, o.cols, 31 + fi, false);
-    const size_t stride = ActivationRowBytes(f, o.cols);
+    const auto act = cpu::MakeRandomActivations(f, nt, o.cols, 31 + fi, false);
+    const size_t stride = cpu::ActivationRowBytes(f, o.cols);
     std::vector<float> y(static_cast<size_t>(nt * o.matmul_rows)), yr(static_cast<size_t>(nt * 32));
     k.matmul[fi](w.data.data(), w.row_bytes, o.cols, act.data(), stride, nt, y.data(), o.matmul_rows, 0, 32);
     ref.matmul[fi](w.data.data(), w.row_bytes, o.cols, act.data(), stride, nt, yr.data(), 32, 0, 32);
     for (int64_t t = 0; t < nt; ++t) {
       if (!SameBits(y.data() + t * o.matmul_rows, yr.data() + t * 32, 32)) {
-        return Internal("bench kernels: {} matmul differs from the scalar reference", WeightFormatName(f));
+        return Internal("bench kernels: {} matmul differs from the scalar reference", GgmlTypeName(f));
       }
     }
     const double s = TimeBest(o.min_seconds, [&] {
@@ -274,29 +271,28 @@ Status RunKernelBench(const KernelBenchOptions& o) {
                         static_cast<double>(nt) / s * 1e-9;
     const std::string shape =
         std::to_string(o.matmul_rows) + "x" + std::to_string(o.cols) + " x " + std::to_string(nt);
-    std::fprintf(out, "%-9s %-20s %10.2f %9.0f %7.0f%%\n", std::string(WeightFormatName(f)).c_str(),
+    std::fprintf(out, "%-9s %-20s %10.2f %9.0f %7.0f%%\n", std::string(GgmlTypeName(f)).c_str(),
                  shape.c_str(), s * 1e3, gops, 100 * gops / peak);
-    if (!HasPackedLayout(f) || k.packed[fi] == nullptr) continue;
-    std::vector<uint8_t> wp(PackedBytes(f, o.matmul_rows, o.cols));
-    FAK_RETURN_IF_ERROR(PackMatrix(PackType(f), w.data.data(), o.matmul_rows, o.cols, wp.data()));
-    std::vector<uint8_t> pact(PackedActivationBytes(f, o.cols, nt));
-    PackActivations(f, act.data(), stride, o.cols, nt, pact.data());
+    if (!cpu::HasPackedLayout(f) || k.packed[fi] == nullptr) continue;
+    std::vector<uint8_t> wp(cpu::PackedBytes(f, o.matmul_rows, o.cols));
+    FAK_RETURN_IF_ERROR(cpu::PackMatrix(f, w.data.data(), o.matmul_rows, o.cols, wp.data()));
+    std::vector<uint8_t> pact(cpu::PackedActivationBytes(f, o.cols, nt));
+    cpu::PackActivations(f, act.data(), stride, o.cols, nt, pact.data());
     std::fill(y.begin(), y.end(), 0.0f);
     k.packed[fi](wp.data(), o.cols, pact.data(), nt, y.data(), o.matmul_rows, 0, 32);
     for (int64_t t = 0; t < nt; ++t) {
       if (!SameBits(y.data() + t * o.matmul_rows, yr.data() + t * 32, 32)) {
-        return Internal("bench kernels: packed {} matmul differs from the scalar reference",
-                        WeightFormatName(f));
+        return Internal("bench kernels: packed {} matmul differs from the scalar reference", GgmlTypeName(f));
       }
     }
     const double sp = TimeBest(o.min_seconds, [&] {
-      pool.ParallelFor(o.matmul_rows, kPackRows, [&](int64_t r0, int64_t r1) {
+      pool.ParallelFor(o.matmul_rows, cpu::kPackRows, [&](int64_t r0, int64_t r1) {
         k.packed[fi](wp.data(), o.cols, pact.data(), nt, y.data(), o.matmul_rows, r0, r1);
       });
     });
     const double gopsp = 2.0 * static_cast<double>(o.matmul_rows) * static_cast<double>(o.cols) *
                          static_cast<double>(nt) / sp * 1e-9;
-    std::fprintf(out, "%-9s %-20s %10.2f %9.0f %7.0f%%\n", (std::string(WeightFormatName(f)) + " pk").c_str(),
+    std::fprintf(out, "%-9s %-20s %10.2f %9.0f %7.0f%%\n", (std::string(GgmlTypeName(f)) + " pk").c_str(),
                  shape.c_str(), sp * 1e3, gopsp, 100 * gopsp / peak);
   }
   std::fprintf(out,
@@ -309,4 +305,4 @@ Status RunKernelBench(const KernelBenchOptions& o) {
   return Status::Ok();
 }
 
-}  // namespace fak::cpu
+}  // namespace fak::bench

@@ -1,4 +1,4 @@
-#include "backends/cpu/model_bench.h"
+#include "bench/model_bench.h"
 
 #include <time.h>
 
@@ -6,14 +6,14 @@
 #include <cstring>
 #include <vector>
 
-#include "backends/cpu/huge_buffer.h"
-#include "backends/cpu/matmul.h"
-#include "backends/cpu/packed.h"
-#include "backends/cpu/test_data.h"
-#include "core/thread_pool.h"
-#include "core/timer.h"
+#include "backends/cpu/matmul.h"     // MatMul, MakeQuantMatrix, MakePackedQuantMatrix
+#include "backends/cpu/packed.h"     // PackMatrix, PackedBytes
+#include "backends/cpu/test_data.h"  // MakeRandomMatrix
+#include "bench/huge_buffer.h"       // HugeBuffer
+#include "core/thread_pool.h"        // ThreadPool, DefaultThreadCount
+#include "core/timer.h"              // Timer
 
-namespace fak::cpu {
+namespace fak::bench {
 namespace {
 
 struct MatrixSpec {
@@ -21,12 +21,6 @@ struct MatrixSpec {
   int64_t rows, cols;
   GgmlType type;
 };
-
-WeightFormat FormatOf(GgmlType t) {
-  return t == GgmlType::kQ8_0   ? WeightFormat::kQ8_0
-         : t == GgmlType::kQ4_K ? WeightFormat::kQ4_K
-                                : WeightFormat::kQ6_K;
-}
 
 // Qwen2.5-1.5B: d_model 1536, d_ffn 8960, 28 layers, 12 query / 2 key-value heads of 128, vocabulary
 // 151936 with the output tied to the embedding. For q4_k_m, attn_v and ffn_down take q6_k in the
@@ -53,7 +47,7 @@ std::vector<MatrixSpec> Qwen25_1_5B(const std::string& quant) {
 }
 
 size_t MatrixBytes(const MatrixSpec& s, bool packed) {
-  if (packed) return PackedBytes(FormatOf(s.type), s.rows, s.cols);
+  if (packed) return cpu::PackedBytes(s.type, s.rows, s.cols);
   return static_cast<size_t>(s.rows) * *GgmlRowBytes(s.type, static_cast<uint64_t>(s.cols));
 }
 
@@ -122,22 +116,22 @@ Status RunModelBench(const ModelBenchOptions& o) {
   }
   HugeBuffer arena(total);
   if (arena.data() == nullptr) return Internal("bench model: cannot map {} bytes", total);
-  std::vector<QuantMatrix> mats;
+  std::vector<cpu::QuantMatrix> mats;
   for (size_t i = 0; i < specs.size(); ++i) {
     const MatrixSpec& s = specs[i];
-    const RandomMatrix tile =
-        MakeRandomMatrix(FormatOf(s.type), 256, s.cols, 40 + static_cast<uint32_t>(i % 7), false);
+    const cpu::RandomMatrix tile =
+        cpu::MakeRandomMatrix(s.type, 256, s.cols, 40 + static_cast<uint32_t>(i % 7), false);
     std::vector<uint8_t> src = tile.data;
     if (o.packed) {
-      src.assign(PackedBytes(tile.format, 256, s.cols), 0);
-      FAK_RETURN_IF_ERROR(PackMatrix(s.type, tile.data.data(), 256, s.cols, src.data()));
+      src.assign(cpu::PackedBytes(tile.type, 256, s.cols), 0);
+      FAK_RETURN_IF_ERROR(cpu::PackMatrix(s.type, tile.data.data(), 256, s.cols, src.data()));
     }
     uint8_t* dst = arena.data() + offset[i];
     const size_t bytes = MatrixBytes(s, o.packed);
     for (size_t off = 0; off < bytes; off += src.size())
       std::memcpy(dst + off, src.data(), std::min(src.size(), bytes - off));
-    FAK_ASSIGN_OR_RETURN(QuantMatrix m, o.packed ? MakePackedQuantMatrix(s.type, dst, s.rows, s.cols)
-                                                 : MakeQuantMatrix(s.type, dst, s.rows, s.cols));
+    const auto make = o.packed ? cpu::MakePackedQuantMatrix : cpu::MakeQuantMatrix;
+    FAK_ASSIGN_OR_RETURN(cpu::QuantMatrix m, make(s.type, dst, s.rows, s.cols));
     mats.push_back(m);
   }
 
@@ -147,8 +141,8 @@ Status RunModelBench(const ModelBenchOptions& o) {
   // One forward pass: every layer matrix over n tokens, the output over the last token only.
   auto pass = [&](int64_t n) -> Status {
     for (size_t i = 0; i + 1 < mats.size(); ++i)
-      FAK_RETURN_IF_ERROR(MatMul(mats[i], x.data(), n, y.data(), pool));
-    return MatMul(mats.back(), x.data(), 1, y.data(), pool);
+      FAK_RETURN_IF_ERROR(cpu::MatMul(mats[i], x.data(), n, y.data(), pool));
+    return cpu::MatMul(mats.back(), x.data(), 1, y.data(), pool);
   };
   FAK_RETURN_IF_ERROR(pass(1));  // warm-up: page faults, thread start
   std::vector<Rep> tg, pp;
@@ -177,4 +171,4 @@ Status RunModelBench(const ModelBenchOptions& o) {
   return Status::Ok();
 }
 
-}  // namespace fak::cpu
+}  // namespace fak::bench

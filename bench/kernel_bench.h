@@ -7,15 +7,15 @@
 #include <cstdio>
 #include <vector>
 
-#include "backends/cpu/kernels.h"
 #include "core/status.h"
+#include "quant/ggml_type.h"  // GgmlType
 
-namespace fak::cpu {
+namespace fak::bench {
 
 struct KernelBenchOptions {
-  int threads = 0;                    // 0: DefaultThreadCount()
-  std::vector<WeightFormat> formats;  // empty: all
-  int64_t cols = 4096;                // row length for both benchmarks
+  int threads = 0;              // 0: DefaultThreadCount()
+  std::vector<GgmlType> types;  // weight types to run (HasKernels); empty: all
+  int64_t cols = 4096;          // row length for both benchmarks
   int64_t matmul_rows = 4096;
   int64_t matmul_tokens = 128;
   double min_seconds = 1.0;  // per measurement
@@ -27,4 +27,4 @@ Status RunKernelBench(const KernelBenchOptions& options);
 // Last-level cache size in bytes from /sys/devices/system/cpu/cpu0/cache (0 if unknown).
 int64_t LastLevelCacheBytes();
 
-}  // namespace fak::cpu
+}  // namespace fak::bench

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace fak::cpu {
+namespace fak::bench {
 
 class HugeBuffer {
  public:
@@ -34,4 +34,4 @@ class HugeBuffer {
   size_t size_ = 0, raw_size_ = 0;
 };
 
-}  // namespace fak::cpu
+}  // namespace fak::bench

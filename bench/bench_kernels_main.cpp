@@ -2,14 +2,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
-#include "backends/cpu/kernel_bench.h"
-#include "backends/cpu/model_bench.h"
+#include "backends/cpu/kernels.h"  // HasKernels
+#include "bench/kernel_bench.h"    // RunKernelBench
+#include "bench/model_bench.h"     // RunModelBench
+#include "quant/ggml_type.h"       // GgmlTypeFromName
 
 int main(int argc, char** argv) {
-  fak::cpu::KernelBenchOptions o;
-  fak::cpu::ModelBenchOptions mo;
+  fak::bench::KernelBenchOptions o;
+  fak::bench::ModelBenchOptions mo;
   bool model = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -42,12 +45,10 @@ int main(int argc, char** argv) {
       o.min_seconds = std::atof(next());
     else if (a == "--format") {
       const std::string f = next();
-      bool found = false;
-      for (int k = 0; k < fak::cpu::kNumWeightFormats; ++k) {
-        const auto wf = static_cast<fak::cpu::WeightFormat>(k);
-        if (fak::cpu::WeightFormatName(wf) == f) o.formats.push_back(wf), found = true;
-      }
-      if (!found) {
+      const std::optional<fak::GgmlType> type = fak::GgmlTypeFromName(f);
+      if (type && fak::cpu::HasKernels(*type)) {
+        o.types.push_back(*type);
+      } else {
         std::fprintf(stderr, "fak_bench_kernels: unknown format %s (f16, bf16, q8_0, q4_k, q6_k, f32)\n",
                      f.c_str());
         return 2;
@@ -62,7 +63,7 @@ int main(int argc, char** argv) {
       return a == "-h" || a == "--help" ? 0 : 2;
     }
   }
-  const fak::Status s = model ? fak::cpu::RunModelBench(mo) : fak::cpu::RunKernelBench(o);
+  const fak::Status s = model ? fak::bench::RunModelBench(mo) : fak::bench::RunKernelBench(o);
   if (!s.ok()) {
     std::fprintf(stderr, "fak_bench_kernels: %s\n", s.ToString().c_str());
     return 1;

@@ -10,7 +10,7 @@
 
 #include "core/status.h"
 
-namespace fak::cpu {
+namespace fak::bench {
 
 struct ModelBenchOptions {
   std::string geometry = "qwen2.5-1.5b";  // the only one so far
@@ -25,4 +25,4 @@ struct ModelBenchOptions {
 
 Status RunModelBench(const ModelBenchOptions& options);
 
-}  // namespace fak::cpu
+}  // namespace fak::bench
