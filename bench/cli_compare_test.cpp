@@ -36,9 +36,10 @@ Ran Fak(const std::string& args) {
 TEST(BenchCli, CompareValidateReport) {
   const fs::path root = testing::TempRoot("cli");
   const std::string crash = testing::FakeEngine(root, "crash-bench", "echo boom >&2; exit 7");
-  Ran c = Fak(fmt::format("bench compare -m {} --arms fak:cpu,llama.cpp:{} --prompts 2 --ctx 8 --gen 4 -t 1 -q "
-                          "--name cli --out {}",
-                          testing::kTinyModel, crash, (root / "runs").string()));
+  Ran c =
+      Fak(fmt::format("bench compare -m {} --arms fak:cpu,llama.cpp:{} --prompts 2 --ctx 8 --gen 4 -t 1 -q "
+                      "--name cli --out {}",
+                      testing::kTinyModel, crash, (root / "runs").string()));
   EXPECT_EQ(c.exit_code, 3) << c.out;  // complete packet, one failed arm
   const size_t at = c.out.find("run folder: ");
   ASSERT_NE(at, std::string::npos) << c.out;
@@ -49,7 +50,8 @@ TEST(BenchCli, CompareValidateReport) {
   Ran v = Fak("bench validate " + dir + "/packet.json");
   EXPECT_EQ(v.exit_code, 0);
   const auto j = nlohmann::json::parse(v.out);
-  EXPECT_EQ(v.out.rfind("{\"schema\":\"fak.bench.comparison.validation.v1\",\"valid\":true,\"packet_sha256\":\"", 0),
+  EXPECT_EQ(v.out.rfind(
+                "{\"schema\":\"fak.bench.comparison.validation.v1\",\"valid\":true,\"packet_sha256\":\"", 0),
             0u)
       << v.out;
   EXPECT_EQ(j["packet_sha256"].get<std::string>().size(), 64u);

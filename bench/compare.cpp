@@ -6,7 +6,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/thread_pool.h"  // DefaultThreadCount
 #include "bench/arm.h"
 #include "bench/hardware.h"
 #include "bench/packet.h"
@@ -14,6 +13,7 @@
 #include "bench/quality.h"
 #include "core/mapped_file.h"  // ReadFileToString
 #include "core/sha256.h"
+#include "core/thread_pool.h"  // DefaultThreadCount
 #include "core/timer.h"
 #include "formats/gguf.h"
 #include "tokenizer/loader.h"

@@ -50,7 +50,8 @@ class FakArm : public Arm {
     const Model& m = **model;
     r.notes["load_seconds"] = m.load_seconds;
     r.notes["weights"] = std::string(GgmlTypeName(MainWeightType(m)));
-    auto runtime = Runtime::Create(m, RuntimeOptions{.max_context = w.ctx + w.gen, .backend = {.threads = w.threads}});
+    auto runtime =
+        Runtime::Create(m, RuntimeOptions{.max_context = w.ctx + w.gen, .backend = {.threads = w.threads}});
     if (!runtime.ok()) {
       r.Fail("creating the runtime: " + runtime.status().ToString());
       return r;

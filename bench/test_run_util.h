@@ -17,8 +17,8 @@ inline constexpr const char* kTinyModel = "../shared/fixtures/llamacpp-tiny/tiny
 
 inline std::filesystem::path TempRoot(const std::string& name) {
   // One folder per process: ctest runs test cases in parallel, each in its own process.
-  const auto p = std::filesystem::temp_directory_path() /
-                 ("fak_bench_test_" + name + "_" + std::to_string(getpid()));
+  const auto p =
+      std::filesystem::temp_directory_path() / ("fak_bench_test_" + name + "_" + std::to_string(getpid()));
   std::filesystem::remove_all(p);
   std::filesystem::create_directories(p);
   return p;

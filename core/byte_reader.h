@@ -14,8 +14,7 @@ namespace fak {
 
 class ByteReader {
  public:
-  ByteReader(std::span<const uint8_t> data, std::string source)
-      : data_(data), source_(std::move(source)) {}
+  ByteReader(std::span<const uint8_t> data, std::string source) : data_(data), source_(std::move(source)) {}
 
   size_t offset() const { return pos_; }
   size_t size() const { return data_.size(); }
@@ -54,8 +53,8 @@ class ByteReader {
 
  private:
   Status Truncated(std::string_view what, uint64_t need) const {
-    return Corrupt("{}: offset {}: truncated while reading {} (need {} bytes, {} left)", source_, pos_,
-                   what, need, remaining());
+    return Corrupt("{}: offset {}: truncated while reading {} (need {} bytes, {} left)", source_, pos_, what,
+                   need, remaining());
   }
 
   std::span<const uint8_t> data_;

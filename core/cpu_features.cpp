@@ -1,7 +1,7 @@
 #include "core/cpu_features.h"
 
-#include <thread>
 #include <fstream>
+#include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>

@@ -26,8 +26,10 @@ Result<NpyArray> ReadNpyF32(const std::string& path) {
   }
   if (start + header_len > f.size()) return Corrupt("{}: truncated .npy header", path);
   std::string h(reinterpret_cast<const char*>(p + start), header_len);
-  if (h.find("'descr': '<f4'") == std::string::npos) return Unsupported("{}: only little-endian float32 .npy", path);
-  if (h.find("'fortran_order': True") != std::string::npos) return Unsupported("{}: Fortran-order .npy", path);
+  if (h.find("'descr': '<f4'") == std::string::npos)
+    return Unsupported("{}: only little-endian float32 .npy", path);
+  if (h.find("'fortran_order': True") != std::string::npos)
+    return Unsupported("{}: Fortran-order .npy", path);
   const size_t a = h.find("'shape': (");
   if (a == std::string::npos) return Corrupt("{}: .npy header has no shape", path);
   NpyArray out;
@@ -65,7 +67,15 @@ Status WriteNpyF32(const std::string& path, const std::vector<int64_t>& shape, c
   h += '\n';
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return IoError("{}: cannot create: {}", path, std::strerror(errno));
-  const uint8_t pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<uint8_t>(h.size() & 0xFF),
+  const uint8_t pre[10] = {0x93,
+                           'N',
+                           'U',
+                           'M',
+                           'P',
+                           'Y',
+                           1,
+                           0,
+                           static_cast<uint8_t>(h.size() & 0xFF),
                            static_cast<uint8_t>(h.size() >> 8)};
   bool ok = std::fwrite(pre, 1, 10, f) == 10 && std::fwrite(h.data(), 1, h.size(), f) == h.size() &&
             std::fwrite(data, 4, static_cast<size_t>(n), f) == static_cast<size_t>(n);

@@ -79,7 +79,7 @@ Status Internal(fmt::format_string<Args...> f, Args&&... args) {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!std::get<Status>(v_).ok() && "Result built from an ok Status");
   }
@@ -107,9 +107,9 @@ class [[nodiscard]] Result {
 #define FAK_CONCAT_(a, b) FAK_CONCAT_INNER_(a, b)
 
 // Returns the Status from the enclosing function when `expr` is not ok.
-#define FAK_RETURN_IF_ERROR(expr)            \
-  do {                                       \
-    ::fak::Status fak_status_ = (expr);      \
+#define FAK_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::fak::Status fak_status_ = (expr);        \
     if (!fak_status_.ok()) return fak_status_; \
   } while (0)
 

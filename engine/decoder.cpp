@@ -23,7 +23,8 @@ size_t HeldBack(const std::string& text, const std::vector<std::string>& stops) 
 }  // namespace
 
 RequestDecoder::RequestDecoder(const Tokenizer& tokenizer, std::vector<int64_t> eos_ids,
-                               const SamplingParams& sampling, DecodeLimits limits, std::vector<int32_t> prompt)
+                               const SamplingParams& sampling, DecodeLimits limits,
+                               std::vector<int32_t> prompt)
     : tokenizer_(tokenizer),
       eos_ids_(std::move(eos_ids)),
       limits_(std::move(limits)),
@@ -57,8 +58,9 @@ std::string RequestDecoder::EndAtContext() { return done() ? std::string() : Fin
 Result<std::string> RequestDecoder::Step(std::span<float> logits) {
   if (done()) return Internal("decoder step after the request ended");
   const int32_t tok = sampler_.Sample(logits, history_, step_++);
-  const bool eos = !limits_.ignore_eos && (tok == tokenizer_.eos_id() ||
-                                           std::find(eos_ids_.begin(), eos_ids_.end(), tok) != eos_ids_.end());
+  const bool eos =
+      !limits_.ignore_eos &&
+      (tok == tokenizer_.eos_id() || std::find(eos_ids_.begin(), eos_ids_.end(), tok) != eos_ids_.end());
   if (eos) return Finish("eos");
   output_.push_back(tok);
   history_.push_back(tok);

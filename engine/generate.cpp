@@ -7,8 +7,8 @@
 
 namespace fak {
 
-Result<GenerateResult> GenerateFromIds(Session& session, const Tokenizer& tokenizer, std::vector<int32_t> prompt,
-                                       const GenerateOptions& options) {
+Result<GenerateResult> GenerateFromIds(Session& session, const Tokenizer& tokenizer,
+                                       std::vector<int32_t> prompt, const GenerateOptions& options) {
   DecodeLimits limits{options.max_tokens, options.stop, options.ignore_eos};
   FAK_RETURN_IF_ERROR(RequestDecoder::Validate(options.sampling, limits));
   if (prompt.empty()) return InvalidArgument("the prompt encodes to no tokens");

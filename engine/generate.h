@@ -17,9 +17,9 @@ namespace fak {
 struct GenerateOptions {
   int64_t max_tokens = 128;
   SamplingParams sampling;
-  std::vector<std::string> stop;       // generation ends before any of these strings
+  std::vector<std::string> stop;  // generation ends before any of these strings
   bool ignore_eos = false;
-  bool collect_logits = false;         // keep the logits of every generated position
+  bool collect_logits = false;  // keep the logits of every generated position
   // Receives text as it becomes final; return false to stop early.
   std::function<bool(const std::string& text)> on_text;
 };
@@ -28,7 +28,7 @@ struct GenerateResult {
   std::vector<int32_t> prompt_ids;
   std::vector<int32_t> output_ids;
   std::string text;
-  std::string stop_reason;  // "eos", "stop", "length", "context", "callback"
+  std::string stop_reason;           // "eos", "stop", "length", "context", "callback"
   int64_t cached_prompt_tokens = 0;  // prompt tokens reused from the session
   double prefill_seconds = 0;
   double decode_seconds = 0;
@@ -37,7 +37,7 @@ struct GenerateResult {
 
 // Generates from token ids already in hand. Whatever prefix of them the session already holds is
 // reused, the rest is prefilled.
-Result<GenerateResult> GenerateFromIds(Session& session, const Tokenizer& tokenizer, std::vector<int32_t> prompt,
-                                       const GenerateOptions& options);
+Result<GenerateResult> GenerateFromIds(Session& session, const Tokenizer& tokenizer,
+                                       std::vector<int32_t> prompt, const GenerateOptions& options);
 
 }  // namespace fak

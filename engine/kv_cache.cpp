@@ -75,7 +75,8 @@ void KvSequence::Adopt(const KvSequence& other, int64_t n) {
   n = std::min(n, other.size());
   const int64_t pt = pool_->geometry().page_tokens;
   const size_t share = static_cast<size_t>((n + pt - 1) / pt);
-  for (size_t i = 0; i < share; ++i) pool_->Retain(other.pages_[i]);  // before releasing ours: they may overlap
+  // Retained before ours are released: the two lists may share pages.
+  for (size_t i = 0; i < share; ++i) pool_->Retain(other.pages_[i]);
   Truncate(0);
   pages_.assign(other.pages_.begin(), other.pages_.begin() + static_cast<std::ptrdiff_t>(share));
   n_tokens_ = n;

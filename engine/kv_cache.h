@@ -14,7 +14,8 @@ namespace fak {
 class KvPagePool {
  public:
   // Creates the backend's store of up to max_pages pages; storage grows as pages are first used.
-  static Result<std::unique_ptr<KvPagePool>> Create(Backend& backend, const KvGeometry& geometry, int64_t max_pages);
+  static Result<std::unique_ptr<KvPagePool>> Create(Backend& backend, const KvGeometry& geometry,
+                                                    int64_t max_pages);
   KvPagePool(const KvPagePool&) = delete;
   KvPagePool& operator=(const KvPagePool&) = delete;
 

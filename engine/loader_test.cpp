@@ -64,10 +64,19 @@ std::vector<HfTensor> RandomQwen2Weights(uint32_t seed) {
 }
 
 json Qwen2Config() {
-  return {{"architectures", {"Qwen2ForCausalLM"}}, {"model_type", "qwen2"}, {"hidden_size", kD},
-          {"intermediate_size", kFfn}, {"num_hidden_layers", kLayers}, {"num_attention_heads", kHeads},
-          {"num_key_value_heads", kKv}, {"head_dim", kHd}, {"vocab_size", kVocab}, {"rms_norm_eps", 1e-6},
-          {"rope_theta", 1000000.0}, {"tie_word_embeddings", true}, {"max_position_embeddings", 512},
+  return {{"architectures", {"Qwen2ForCausalLM"}},
+          {"model_type", "qwen2"},
+          {"hidden_size", kD},
+          {"intermediate_size", kFfn},
+          {"num_hidden_layers", kLayers},
+          {"num_attention_heads", kHeads},
+          {"num_key_value_heads", kKv},
+          {"head_dim", kHd},
+          {"vocab_size", kVocab},
+          {"rms_norm_eps", 1e-6},
+          {"rope_theta", 1000000.0},
+          {"tie_word_embeddings", true},
+          {"max_position_embeddings", 512},
           {"torch_dtype", "bfloat16"}};
 }
 
@@ -86,7 +95,8 @@ void WriteHf(const fs::path& dir, const std::vector<HfTensor>& ts, const json& c
   uint64_t n = hs.size();
   out.write(reinterpret_cast<const char*>(&n), 8);
   out << hs;
-  for (const auto& t : ts) out.write(reinterpret_cast<const char*>(t.bf16.data()), static_cast<long>(t.bf16.size() * 2));
+  for (const auto& t : ts)
+    out.write(reinterpret_cast<const char*>(t.bf16.data()), static_cast<long>(t.bf16.size() * 2));
 }
 
 std::vector<float> RunLogits(const Model& m, const std::vector<int32_t>& prompt) {
@@ -103,9 +113,8 @@ class HfLoad : public ::testing::Test {
  protected:
   void SetUp() override {
     // One folder per test process: ctest runs tests in parallel.
-    dir_ = fs::temp_directory_path() /
-           ("fak_hf_load_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("fak_hf_load_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     weights_ = RandomQwen2Weights(7);
     WriteHf(dir_, weights_, Qwen2Config());
   }
@@ -116,8 +125,8 @@ class HfLoad : public ::testing::Test {
 
 TEST_F(HfLoad, EveryFormatLoadsAndRuns) {
   std::vector<float> ref;
-  for (WeightQuant q : {WeightQuant::kKeep, WeightQuant::kF32, WeightQuant::kF16, WeightQuant::kQ8_0,
-                        WeightQuant::kQ4_K}) {
+  for (WeightQuant q :
+       {WeightQuant::kKeep, WeightQuant::kF32, WeightQuant::kF16, WeightQuant::kQ8_0, WeightQuant::kQ4_K}) {
     SCOPED_TRACE(WeightQuantName(q));
     auto m = LoadModel(dir_.string(), LoadOptions{.quant = q});
     ASSERT_TRUE(m.ok()) << m.status().ToString();
@@ -128,7 +137,8 @@ TEST_F(HfLoad, EveryFormatLoadsAndRuns) {
     if (q == WeightQuant::kF32) {
       // bf16 weights x f32 activations and the exact f32 upcast agree to float rounding.
       double dot = 0, a = 0, b = 0;
-      for (size_t i = 0; i < ref.size(); ++i) dot += ref[i] * logits[i], a += ref[i] * ref[i], b += logits[i] * logits[i];
+      for (size_t i = 0; i < ref.size(); ++i)
+        dot += ref[i] * logits[i], a += ref[i] * ref[i], b += logits[i] * logits[i];
       EXPECT_GT(dot / std::sqrt(a * b), 0.999999);
     }
   }
@@ -143,7 +153,9 @@ TEST_F(HfLoad, LeanQuantizeEqualsLoadThenQuantize) {
       ASSERT_EQ(f.type, GgmlType::kF32);
       std::vector<uint8_t> rows(l.row_bytes * static_cast<size_t>(l.rows));
       for (int64_t r = 0; r < l.rows; ++r) {
-        ASSERT_TRUE(QuantizeRow(l.type, reinterpret_cast<const float*>(f.row(r)), &rows[r * l.row_bytes], l.cols).ok());
+        ASSERT_TRUE(
+            QuantizeRow(l.type, reinterpret_cast<const float*>(f.row(r)), &rows[r * l.row_bytes], l.cols)
+                .ok());
       }
       if (!l.packed) {
         ASSERT_EQ(0, std::memcmp(rows.data(), l.data, rows.size()));
@@ -154,8 +166,10 @@ TEST_F(HfLoad, LeanQuantizeEqualsLoadThenQuantize) {
       std::vector<uint8_t> packed(layout.Bytes(l.type, l.rows, l.cols));
       const int64_t g = layout.GroupRows();
       for (int64_t r = 0; r < l.rows; r += g) {
-        ASSERT_TRUE(layout.Convert(l.type, &rows[r * l.row_bytes], std::min(g, l.rows - r), l.cols,
-                                   &packed[(r / g) * layout.GroupBytes(l.type, l.cols)]).ok());
+        ASSERT_TRUE(layout
+                        .Convert(l.type, &rows[r * l.row_bytes], std::min(g, l.rows - r), l.cols,
+                                 &packed[(r / g) * layout.GroupBytes(l.type, l.cols)])
+                        .ok());
       }
       ASSERT_EQ(0, std::memcmp(packed.data(), l.data, packed.size()));
     };
@@ -163,9 +177,11 @@ TEST_F(HfLoad, LeanQuantizeEqualsLoadThenQuantize) {
       auto get = [&](const std::unique_ptr<Model>& m, const char* t) -> const Weight& {
         return m->Get("blk." + std::to_string(i) + "." + t);
       };
-      EXPECT_EQ(get(*lean, "attn_q.weight").type, q == WeightQuant::kQ8_0 ? GgmlType::kQ8_0 : GgmlType::kQ4_K);
+      EXPECT_EQ(get(*lean, "attn_q.weight").type,
+                q == WeightQuant::kQ8_0 ? GgmlType::kQ8_0 : GgmlType::kQ4_K);
       EXPECT_EQ(get(*lean, "attn_output.weight").type, GgmlType::kQ8_0);  // 64 columns: no whole Q4_K block
-      for (const char* t : {"attn_q.weight", "ffn_down.weight", "ffn_up.weight"}) check(get(*lean, t), get(*full, t));
+      for (const char* t : {"attn_q.weight", "ffn_down.weight", "ffn_up.weight"})
+        check(get(*lean, t), get(*full, t));
     }
     check((*lean)->Get("token_embd.weight"), (*full)->Get("token_embd.weight"));
   }
@@ -189,7 +205,8 @@ TEST_F(HfLoad, GgufOfTheSameWeightsGivesTheSameLogits) {
     std::string name = CanonicalTensorName(t.name);
     std::vector<uint64_t> shape(t.shape.rbegin(), t.shape.rend());
     ASSERT_TRUE(w.AddTensor(name, shape, GgmlType::kBF16,
-                            std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(t.bf16.data()), t.bf16.size() * 2))
+                            std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(t.bf16.data()),
+                                                     t.bf16.size() * 2))
                     .ok());
   }
   ASSERT_TRUE(w.Write(gguf.string()).ok());

@@ -34,7 +34,8 @@ const char* WeightQuantName(WeightQuant q) {
 }
 
 std::vector<float> RopeInvFreq(const ModelConfig& c, const float* freq_factors) {
-  int64_t rot = static_cast<int64_t>(std::lround(static_cast<double>(c.head_dim) * c.rope.partial_rotary_factor));
+  int64_t rot =
+      static_cast<int64_t>(std::lround(static_cast<double>(c.head_dim) * c.rope.partial_rotary_factor));
   rot -= rot % 2;
   const int64_t half = rot / 2;
   std::vector<double> inv(static_cast<size_t>(half));
@@ -59,7 +60,8 @@ std::vector<float> RopeInvFreq(const ModelConfig& c, const float* freq_factors) 
       }
     }
   } else if (r.scaling == RopeScaling::kYarn) {
-    const double orig = static_cast<double>(r.original_max_position > 0 ? r.original_max_position : c.max_context);
+    const double orig =
+        static_cast<double>(r.original_max_position > 0 ? r.original_max_position : c.max_context);
     auto correction_dim = [&](double n_rot) {
       return (rot * std::log(orig / (n_rot * 2 * M_PI))) / (2 * std::log(r.theta));
     };
@@ -133,7 +135,8 @@ const Weight& Model::Get(const std::string& name) const {
   return it == weights.end() ? kAbsent : it->second;
 }
 
-Result<std::unique_ptr<Model>> LoadModelFrom(std::unique_ptr<WeightSource> source, const LoadOptions& options) {
+Result<std::unique_ptr<Model>> LoadModelFrom(std::unique_ptr<WeightSource> source,
+                                             const LoadOptions& options) {
   Timer timer;
   auto model = std::make_unique<Model>();
   model->config = source->config();
@@ -145,7 +148,8 @@ Result<std::unique_ptr<Model>> LoadModelFrom(std::unique_ptr<WeightSource> sourc
   std::vector<float> factors;
   if (const SourceTensor* rf = source->Find("rope_freqs.weight")) {
     factors.resize(static_cast<size_t>(rf->shape[0]));
-    FAK_RETURN_IF_ERROR(DequantizeRow(rf->type, rf->data, factors.data(), static_cast<int64_t>(factors.size())));
+    FAK_RETURN_IF_ERROR(
+        DequantizeRow(rf->type, rf->data, factors.data(), static_cast<int64_t>(factors.size())));
   }
   model->rope_inv_freq = RopeInvFreq(model->config, factors.empty() ? nullptr : factors.data());
   if (!factors.empty() && factors.size() != model->rope_inv_freq.size()) {
@@ -163,8 +167,9 @@ Result<std::unique_ptr<Model>> LoadModelFrom(std::unique_ptr<WeightSource> sourc
   model->weight_bytes = loader.loaded_bytes();
   model->source = std::move(source);
   model->load_seconds = timer.Seconds();
-  FAK_LOG_DEBUG("loaded {} ({} layers, {:.1f} MiB of weights) in {:.2f} s", model->config.arch, model->config.n_layer,
-                static_cast<double>(model->weight_bytes) / (1 << 20), model->load_seconds);
+  FAK_LOG_DEBUG("loaded {} ({} layers, {:.1f} MiB of weights) in {:.2f} s", model->config.arch,
+                model->config.n_layer, static_cast<double>(model->weight_bytes) / (1 << 20),
+                model->load_seconds);
   return model;
 }
 

@@ -56,7 +56,8 @@ struct Model {
 
 Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const LoadOptions& options = {});
 // From an opened source (tests use this to load the same source twice).
-Result<std::unique_ptr<Model>> LoadModelFrom(std::unique_ptr<WeightSource> source, const LoadOptions& options);
+Result<std::unique_ptr<Model>> LoadModelFrom(std::unique_ptr<WeightSource> source,
+                                             const LoadOptions& options);
 
 // The type of the matrices holding most of the model's bytes ("q8_0" for a Q8_0 file).
 GgmlType MainWeightType(const Model& model);

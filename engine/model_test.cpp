@@ -54,7 +54,8 @@ TEST_P(TinyLlama, MatchesLlamaCpp) {
     auto j = nlohmann::json::parse(in);
     std::vector<int32_t> prompt = j["prompt_ids"].get<std::vector<int32_t>>();
     std::vector<int32_t> want = j["greedy_ids"].get<std::vector<int32_t>>();
-    auto ref = ReadNpyF32(std::string(kDir) + "/expected/" + c.type + "-p" + std::to_string(p) + ".logits.npy");
+    auto ref =
+        ReadNpyF32(std::string(kDir) + "/expected/" + c.type + "-p" + std::to_string(p) + ".logits.npy");
     ASSERT_TRUE(ref.ok()) << ref.status().ToString();
     Session& s = **session;
     s.Truncate(0);

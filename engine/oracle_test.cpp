@@ -22,7 +22,8 @@ namespace {
 
 double Cosine(const float* a, const float* b, size_t n) {
   double ab = 0, aa = 0, bb = 0;
-  for (size_t i = 0; i < n; ++i) ab += double(a[i]) * b[i], aa += double(a[i]) * a[i], bb += double(b[i]) * b[i];
+  for (size_t i = 0; i < n; ++i)
+    ab += double(a[i]) * b[i], aa += double(a[i]) * a[i], bb += double(b[i]) * b[i];
   return ab / std::sqrt(aa * bb);
 }
 
@@ -30,7 +31,8 @@ double Cosine(const float* a, const float* b, size_t n) {
 std::vector<float> DequantizedRows(const Weight& w) {
   std::vector<float> out(static_cast<size_t>(w.rows) * static_cast<size_t>(w.cols));
   for (int64_t r = 0; r < w.rows; ++r) {
-    EXPECT_TRUE(DequantizeRow(w.type, w.row(r), &out[static_cast<size_t>(r * w.cols)], w.cols).ok()) << "row " << r;
+    EXPECT_TRUE(DequantizeRow(w.type, w.row(r), &out[static_cast<size_t>(r * w.cols)], w.cols).ok())
+        << "row " << r;
   }
   return out;
 }
@@ -107,19 +109,21 @@ TEST_P(HfOracle, MatchesTransformers) {
   RecordProperty("worst_cosine", std::to_string(worst));
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, HfOracle,
-                         ::testing::Values(Case{"llama3-tiny", WeightQuant::kKeep}, Case{"llama3-tiny", WeightQuant::kF32},
-                                           Case{"qwen2-tiny", WeightQuant::kKeep}, Case{"qwen2-tiny", WeightQuant::kF32},
-                                           Case{"qwen3-tiny", WeightQuant::kKeep}, Case{"qwen3-tiny", WeightQuant::kF32},
-                                           Case{"qwen2-256", WeightQuant::kKeep}, Case{"qwen2-256", WeightQuant::kF32},
-                                           Case{"llama3-tiny", WeightQuant::kF32, true},
-                                           Case{"qwen2-tiny", WeightQuant::kKeep, true}),
-                         [](const auto& info) {
-                           std::string n = std::string(info.param.name) + "_" + WeightQuantName(info.param.quant) +
-                                           (info.param.kv_f32 ? "_kv_f32" : "");
-                           for (char& ch : n) if (ch == '-') ch = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, HfOracle,
+    ::testing::Values(Case{"llama3-tiny", WeightQuant::kKeep}, Case{"llama3-tiny", WeightQuant::kF32},
+                      Case{"qwen2-tiny", WeightQuant::kKeep}, Case{"qwen2-tiny", WeightQuant::kF32},
+                      Case{"qwen3-tiny", WeightQuant::kKeep}, Case{"qwen3-tiny", WeightQuant::kF32},
+                      Case{"qwen2-256", WeightQuant::kKeep}, Case{"qwen2-256", WeightQuant::kF32},
+                      Case{"llama3-tiny", WeightQuant::kF32, true},
+                      Case{"qwen2-tiny", WeightQuant::kKeep, true}),
+    [](const auto& info) {
+      std::string n = std::string(info.param.name) + "_" + WeightQuantName(info.param.quant) +
+                      (info.param.kv_f32 ? "_kv_f32" : "");
+      for (char& ch : n)
+        if (ch == '-') ch = '_';
+      return n;
+    });
 
 // The block-quantized paths (quantized at load from the bf16 checkpoint) against HF's float32 logits on
 // qwen2-256, whose rows are long enough for Q8_0 and Q4_K: top-1 agreement over every prompt position
@@ -163,7 +167,8 @@ TEST_P(HfOracleQuantized, TopOneAndKlWithinBounds) {
   ASSERT_EQ(m.Get("blk.0.ffn_down.weight").type, want);
   const size_t vocab = static_cast<size_t>(m.config.vocab_size);
   const int64_t d = m.config.d_model;
-  const std::vector<float> emb = DequantizedRows((*exact)->Get("token_embd.weight"));  // the checkpoint's own (bf16)
+  const std::vector<float> emb =
+      DequantizedRows((*exact)->Get("token_embd.weight"));  // the checkpoint's own (bf16)
   auto rt = Runtime::Create(m, RuntimeOptions{.kv_f32 = c.kv_f32, .backend = {.threads = 2}});
   ASSERT_TRUE(rt.ok()) << rt.status().ToString();
   auto session = Session::Create(**rt);
@@ -205,13 +210,14 @@ TEST_P(HfOracleQuantized, TopOneAndKlWithinBounds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Quantized, HfOracleQuantized,
-                         // Measured (177 positions): Q8_0 top-1 0.960, mean KL 7.8e-4, max 1.8e-3 (f32 KV: 0.949, 7.9e-4, 1.6e-3);
-// Q4_K top-1 0.695, mean KL 0.060, max 0.133.
+                         // Measured (177 positions): Q8_0 top-1 0.960, mean KL 7.8e-4, max 1.8e-3 (f32 KV:
+                         // 0.949, 7.9e-4, 1.6e-3); Q4_K top-1 0.695, mean KL 0.060, max 0.133.
                          ::testing::Values(QuantCase{WeightQuant::kQ8_0, false, 0.92, 1.5e-3, 4e-3},
                                            QuantCase{WeightQuant::kQ8_0, true, 0.92, 1.5e-3, 4e-3},
                                            QuantCase{WeightQuant::kQ4_K, false, 0.60, 0.1, 0.25}),
                          [](const auto& info) {
-                           return std::string(WeightQuantName(info.param.quant)) + (info.param.kv_f32 ? "_kv_f32" : "");
+                           return std::string(WeightQuantName(info.param.quant)) +
+                                  (info.param.kv_f32 ? "_kv_f32" : "");
                          });
 
 }  // namespace

@@ -14,14 +14,19 @@ void Sequence::Adopt(const Sequence& other, int64_t n) {
   tokens_.assign(other.tokens_.begin(), other.tokens_.begin() + kv_.size());
 }
 
-Result<std::unique_ptr<Runtime>> Runtime::Create(const Model& model, const RuntimeOptions& o, Backend* backend) {
+Result<std::unique_ptr<Runtime>> Runtime::Create(const Model& model, const RuntimeOptions& o,
+                                                 Backend* backend) {
   const Architecture* arch = FindArchitecture(model.config.arch);
-  if (arch == nullptr) return Unsupported("architecture '{}' has no forward pass in fak yet", model.config.arch);
+  if (arch == nullptr) {
+    return Unsupported("architecture '{}' has no forward pass in fak yet", model.config.arch);
+  }
   if (o.max_context <= 0 || o.page_tokens <= 0 || o.max_sequences <= 0 || o.kv_pages < 0) {
     return InvalidArgument("runtime: context, page size and sequence count must be positive");
   }
   for (const LayerCache& lc : arch->caches(model.config)) {
-    if (lc.kind != LayerCache::kKv) return Unsupported("recurrent layer state is not supported by this runtime yet");
+    if (lc.kind != LayerCache::kKv) {
+      return Unsupported("recurrent layer state is not supported by this runtime yet");
+    }
   }
   int64_t ctx = o.max_context;
   if (model.config.max_context > 0) ctx = std::min(ctx, model.config.max_context);
@@ -35,9 +40,9 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Model& model, const Runti
   const int64_t per_seq = (ctx + o.page_tokens - 1) / o.page_tokens;
   const int64_t pages = o.kv_pages > 0 ? o.kv_pages : per_seq * o.max_sequences;
   const ModelConfig& c = model.config;
-  FAK_ASSIGN_OR_RETURN(rt->kv_, KvPagePool::Create(*backend, KvGeometry{c.n_layer, c.n_kv_head, c.head_dim,
-                                                                        o.page_tokens, o.kv_f32},
-                                                   pages));
+  FAK_ASSIGN_OR_RETURN(
+      rt->kv_, KvPagePool::Create(
+                   *backend, KvGeometry{c.n_layer, c.n_kv_head, c.head_dim, o.page_tokens, o.kv_f32}, pages));
   return rt;
 }
 
@@ -45,7 +50,9 @@ Runtime::~Runtime() {
   if (logits_.data != nullptr) backend_->Free(logits_);
 }
 
-std::unique_ptr<Sequence> Runtime::NewSequence() { return std::unique_ptr<Sequence>(new Sequence(kv_.get())); }
+std::unique_ptr<Sequence> Runtime::NewSequence() {
+  return std::unique_ptr<Sequence>(new Sequence(kv_.get()));
+}
 
 Status Runtime::Forward(std::span<const SeqWork> work) {
   if (work.empty()) return InvalidArgument("forward pass with no sequences");
@@ -53,17 +60,21 @@ Status Runtime::Forward(std::span<const SeqWork> work) {
   int64_t n_rows = 0, n_out = 0;
   for (size_t i = 0; i < work.size(); ++i) {
     const SeqWork& w = work[i];
-    if (w.seq == nullptr || w.tokens.empty()) return InvalidArgument("forward pass with an empty sequence entry");
+    if (w.seq == nullptr || w.tokens.empty()) {
+      return InvalidArgument("forward pass with an empty sequence entry");
+    }
     for (size_t j = 0; j < i; ++j) {
       if (work[j].seq == w.seq) return InvalidArgument("a sequence appears twice in one batch");
     }
     const int64_t n = static_cast<int64_t>(w.tokens.size());
     if (w.seq->size() + n > max_context_) {
-      return OutOfRange("prompt of {} tokens (after {} in context) exceeds the context length {}", n, w.seq->size(),
-                        max_context_);
+      return OutOfRange("prompt of {} tokens (after {} in context) exceeds the context length {}", n,
+                        w.seq->size(), max_context_);
     }
     for (int32_t t : w.tokens) {
-      if (t < 0 || t >= vocab) return OutOfRange("token id {} is outside the model's vocabulary of {}", t, vocab);
+      if (t < 0 || t >= vocab) {
+        return OutOfRange("token id {} is outside the model's vocabulary of {}", t, vocab);
+      }
     }
     n_rows += n;
     if (w.logits != nullptr) n_out += w.all_logits ? n : 1;
@@ -91,7 +102,9 @@ Status Runtime::Forward(std::span<const SeqWork> work) {
       tokens_.push_back(w.tokens[static_cast<size_t>(t)]);
       positions_.push_back(static_cast<int32_t>(pos0 + t));
       row_seq_.push_back(static_cast<int32_t>(i));
-      if (w.logits != nullptr && (w.all_logits || t == n - 1)) out_rows_.push_back(static_cast<int32_t>(row0 + t));
+      if (w.logits != nullptr && (w.all_logits || t == n - 1)) {
+        out_rows_.push_back(static_cast<int32_t>(row0 + t));
+      }
     }
     const auto& pg = w.seq->kv_.pages();
     pages_.insert(pages_.end(), pg.begin(), pg.end());

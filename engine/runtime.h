@@ -24,8 +24,8 @@ struct RuntimeOptions {
   int64_t max_sequences = 1;   // sizes the KV pool when kv_pages is 0
   int64_t kv_pages = 0;        // pages in the shared pool; 0: max_sequences * max_context worth
   int64_t page_tokens = 16;
-  bool kv_f32 = false;         // f32 keys and values (exact comparisons with f32 references); default f16
-  BackendOptions backend;      // the backend the runtime makes when none is given to Create
+  bool kv_f32 = false;     // f32 keys and values (exact comparisons with f32 references); default f16
+  BackendOptions backend;  // the backend the runtime makes when none is given to Create
 };
 
 class Runtime;

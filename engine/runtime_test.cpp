@@ -19,7 +19,7 @@ const char* kTinyLlama = "../shared/fixtures/llamacpp-tiny/tiny-llama-q8_0.gguf"
 
 struct Seq {
   std::vector<int32_t> tokens;
-  int fork_of = -1;      // shares the first `shared` tokens with this earlier sequence
+  int fork_of = -1;  // shares the first `shared` tokens with this earlier sequence
   int64_t shared = 0;
   std::vector<float> want;  // (tokens.size(), vocab) logits, run alone in one pass
 };
@@ -38,8 +38,9 @@ TEST_P(BatchInvariance, RandomSchedulesGiveTheLogitsOfEachSequenceAlone) {
   auto model = LoadModel(c.path, LoadOptions{.quant = c.quant});
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   const int64_t vocab = (*model)->config.vocab_size;
-  auto rt = Runtime::Create(**model, RuntimeOptions{.max_context = 64, .max_sequences = 12, .page_tokens = 4,
-                                                    .backend = {.threads = 2}});
+  auto rt = Runtime::Create(
+      **model,
+      RuntimeOptions{.max_context = 64, .max_sequences = 12, .page_tokens = 4, .backend = {.threads = 2}});
   ASSERT_TRUE(rt.ok()) << rt.status().ToString();
   std::mt19937 rng(20261201);
   auto uniform = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
@@ -55,8 +56,10 @@ TEST_P(BatchInvariance, RandomSchedulesGiveTheLogitsOfEachSequenceAlone) {
       seqs[i].shared = uniform(1, static_cast<int64_t>(seqs[src].tokens.size()));
       seqs[i].tokens.assign(seqs[src].tokens.begin(), seqs[src].tokens.begin() + seqs[i].shared);
     }
-    while (static_cast<int64_t>(seqs[i].tokens.size()) < len) seqs[i].tokens.push_back(static_cast<int32_t>(uniform(0, vocab - 1)));
-    if (static_cast<int64_t>(seqs[i].tokens.size()) <= seqs[i].shared) seqs[i].shared = static_cast<int64_t>(seqs[i].tokens.size()) - 1;
+    while (static_cast<int64_t>(seqs[i].tokens.size()) < len)
+      seqs[i].tokens.push_back(static_cast<int32_t>(uniform(0, vocab - 1)));
+    if (static_cast<int64_t>(seqs[i].tokens.size()) <= seqs[i].shared)
+      seqs[i].shared = static_cast<int64_t>(seqs[i].tokens.size()) - 1;
     // Alone, one pass, every position's logits.
     auto s = Session::Create(**rt, SessionOptions{.prefill_chunk = 64});
     ASSERT_TRUE(s.ok());
@@ -87,7 +90,8 @@ TEST_P(BatchInvariance, RandomSchedulesGiveTheLogitsOfEachSequenceAlone) {
       // One ragged batch: a random subset in random order, each a random chunk (often one token).
       std::vector<int> order;
       for (int i = 0; i < n_seqs; ++i) {
-        if (done[i] >= 0 && done[i] < static_cast<int64_t>(seqs[i].tokens.size()) && uniform(0, 3) > 0) order.push_back(i);
+        if (done[i] >= 0 && done[i] < static_cast<int64_t>(seqs[i].tokens.size()) && uniform(0, 3) > 0)
+          order.push_back(i);
       }
       if (order.empty()) continue;
       std::shuffle(order.begin(), order.end(), rng);
@@ -107,9 +111,9 @@ TEST_P(BatchInvariance, RandomSchedulesGiveTheLogitsOfEachSequenceAlone) {
       max_batch_seqs = std::max<int64_t>(max_batch_seqs, static_cast<int64_t>(work.size()));
       ASSERT_TRUE((*rt)->Forward(work).ok());
       for (size_t w = 0; w < work.size(); ++w) {
-        const int i = static_cast<int>(std::find_if(live.begin(), live.end(), [&](const auto& p) {
-                                         return p.get() == work[w].seq;
-                                       }) - live.begin());
+        const int i = static_cast<int>(
+            std::find_if(live.begin(), live.end(), [&](const auto& p) { return p.get() == work[w].seq; }) -
+            live.begin());
         const int64_t take = static_cast<int64_t>(work[w].tokens.size());
         const float* want = &seqs[i].want[done[i] * vocab];
         ASSERT_EQ(0, std::memcmp(want, &got[offsets[w] * vocab], static_cast<size_t>(take * vocab) * 4))
@@ -120,7 +124,8 @@ TEST_P(BatchInvariance, RandomSchedulesGiveTheLogitsOfEachSequenceAlone) {
       }
       // Now and then a finished sequence leaves, giving its pages back (shared ones stay alive).
       for (int i = 0; i < n_seqs; ++i) {
-        if (live[i] != nullptr && done[i] == static_cast<int64_t>(seqs[i].tokens.size()) && uniform(0, 3) == 0) {
+        if (live[i] != nullptr && done[i] == static_cast<int64_t>(seqs[i].tokens.size()) &&
+            uniform(0, 3) == 0) {
           live[i].reset();
         }
       }
@@ -146,8 +151,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(Runtime, BadBatchesAreRejectedAndChangeNothing) {
   auto model = LoadModel(kTinyLlama);
   ASSERT_TRUE(model.ok());
-  auto rt = Runtime::Create(**model, RuntimeOptions{.max_context = 16, .kv_pages = 3, .page_tokens = 4,
-                                                    .backend = {.threads = 1}});
+  auto rt = Runtime::Create(
+      **model, RuntimeOptions{.max_context = 16, .kv_pages = 3, .page_tokens = 4, .backend = {.threads = 1}});
   ASSERT_TRUE(rt.ok());
   const int64_t vocab = (*model)->config.vocab_size;
   std::vector<float> logits(2 * vocab);

@@ -7,7 +7,9 @@
 namespace fak {
 
 Status SamplingParams::Validate() const {
-  if (!(temperature >= 0) || !std::isfinite(temperature)) return InvalidArgument("temperature {} must be >= 0", temperature);
+  if (!(temperature >= 0) || !std::isfinite(temperature)) {
+    return InvalidArgument("temperature {} must be >= 0", temperature);
+  }
   if (top_k < 0) return InvalidArgument("top_k {} must be >= 0", top_k);
   if (!(top_p > 0 && top_p <= 1)) return InvalidArgument("top_p {} must be in (0, 1]", top_p);
   if (!(min_p >= 0 && min_p <= 1)) return InvalidArgument("min_p {} must be in [0, 1]", min_p);
@@ -56,7 +58,9 @@ int32_t Sampler::Sample(std::span<float> logits, std::span<const int32_t> histor
   cand_.reserve(logits.size());
   for (int32_t i = 0; i < vocab; ++i) cand_.emplace_back(logits[static_cast<size_t>(i)] / p_.temperature, i);
   // Sorted by logit, ties by id, so the order (and the draw) is deterministic.
-  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  auto by_logit = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
   size_t k = cand_.size();
   if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < k) {
     k = static_cast<size_t>(p_.top_k);

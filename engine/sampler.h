@@ -12,10 +12,10 @@
 namespace fak {
 
 struct SamplingParams {
-  float temperature = 0.0f;  // 0: greedy (argmax)
-  int32_t top_k = 0;         // 0: off
-  float top_p = 1.0f;        // 1: off
-  float min_p = 0.0f;        // 0: off; keeps tokens with p >= min_p * p_max
+  float temperature = 0.0f;         // 0: greedy (argmax)
+  int32_t top_k = 0;                // 0: off
+  float top_p = 1.0f;               // 1: off
+  float min_p = 0.0f;               // 0: off; keeps tokens with p >= min_p * p_max
   float repetition_penalty = 1.0f;  // 1: off; divides positive logits, multiplies negative ones
   float presence_penalty = 0.0f;    // subtracted once per token present in the window
   float frequency_penalty = 0.0f;   // subtracted per occurrence in the window

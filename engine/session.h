@@ -41,7 +41,8 @@ class Session {
   void Truncate(int64_t n) { seq_->Truncate(n); }
 
  private:
-  Session(Runtime& runtime, SessionOptions options) : runtime_(runtime), options_(options), seq_(runtime.NewSequence()) {}
+  Session(Runtime& runtime, SessionOptions options)
+      : runtime_(runtime), options_(options), seq_(runtime.NewSequence()) {}
 
   Runtime& runtime_;
   SessionOptions options_;

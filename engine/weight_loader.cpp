@@ -64,8 +64,8 @@ Result<const SourceTensor*> WeightLoader::Get(const std::string& name, std::vect
   const SourceTensor* t = source_.Find(name);
   if (t == nullptr) return NotFound("missing tensor '{}' ({})", name, what);
   if (t->shape != shape) {
-    return Corrupt("tensor '{}' has shape [{}], want [{}] ({}, in ggml order)", name, fmt::join(t->shape, ", "),
-                   fmt::join(shape, ", "), what);
+    return Corrupt("tensor '{}' has shape [{}], want [{}] ({}, in ggml order)", name,
+                   fmt::join(t->shape, ", "), fmt::join(shape, ", "), what);
   }
   if (!CanDequantize(t->type)) {
     return Unsupported("tensor '{}' is {}, which fak cannot read yet", name, GgmlTypeName(t->type));
@@ -73,13 +73,16 @@ Result<const SourceTensor*> WeightLoader::Get(const std::string& name, std::vect
   return t;
 }
 
-Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int64_t rows, int64_t cols, bool pack) {
+Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int64_t rows, int64_t cols,
+                                     bool pack) {
   Weight w;
   w.type = target;
   w.rows = rows;
   w.cols = cols;
   auto row_bytes = GgmlRowBytes(target, static_cast<uint64_t>(cols));
-  if (!row_bytes) return Internal("tensor '{}': {} rows of {} do not fit {}", t.name, rows, cols, GgmlTypeName(target));
+  if (!row_bytes) {
+    return Internal("tensor '{}': {} rows of {} do not fit {}", t.name, rows, cols, GgmlTypeName(target));
+  }
   w.row_bytes = static_cast<size_t>(*row_bytes);
   const WeightLayout& layout = Layout();
   pack = pack && layout.Repacks(target, cols);
@@ -135,7 +138,8 @@ Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int
       }
     }
     if (pack) {
-      FAK_RETURN_IF_ERROR(layout.Convert(target, rows_buf.data(), n, cols, dst + static_cast<size_t>(g0 / group) * group_out));
+      FAK_RETURN_IF_ERROR(layout.Convert(target, rows_buf.data(), n, cols,
+                                         dst + static_cast<size_t>(g0 / group) * group_out));
     }
   }
   source_.Release(t.data, t.n_bytes);
@@ -177,8 +181,8 @@ Result<Weight> WeightLoader::MatrixImpl(const std::string& name, int64_t rows, i
                        Get(name, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)}, what));
   GgmlType target = TargetType(t->type, cols, embedding);
   if (!IsKernelType(target)) {
-    return Unsupported("tensor '{}' is {}: fak has no CPU kernels for it (convert with --quant q8_0 or q4_k)", name,
-                       GgmlTypeName(target));
+    return Unsupported("tensor '{}' is {}: fak has no CPU kernels for it (convert with --quant q8_0 or q4_k)",
+                       name, GgmlTypeName(target));
   }
   return Convert(*t, target, rows, cols, pack);
 }

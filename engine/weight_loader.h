@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
 #include "core/progress.h"
+#include "core/status.h"
 #include "engine/model.h"
 
 namespace fak {
@@ -30,7 +30,8 @@ class WeightLoader {
   bool Has(const std::string& name) const { return source_.Find(name) != nullptr; }
   // A (rows, cols) matrix converted to the target format. `what` explains the shape in errors
   // ("n_head*head_dim x d_model"). `embedding` matrices are also read row by row for lookups.
-  // Matrices that only feed matmuls are converted into the backend's layout where it has one; `embedding` matrices keep GGUF rows so single rows can be looked up.
+  // Matrices that only feed matmuls are converted into the backend's layout where it has one; `embedding`
+  // matrices keep GGUF rows so single rows can be looked up.
   Result<Weight> Matrix(const std::string& name, int64_t rows, int64_t cols, const char* what,
                         bool embedding = false);
   // A tied embedding, bound once for two uses. When the kernels prefer the packed layout, the output
@@ -52,10 +53,11 @@ class WeightLoader {
 
  private:
   const WeightLayout& Layout() const;
-  Result<const SourceTensor*> Get(const std::string& name, std::vector<uint64_t> shape, const char* what) const;
+  Result<const SourceTensor*> Get(const std::string& name, std::vector<uint64_t> shape,
+                                  const char* what) const;
   Result<Weight> Convert(const SourceTensor& t, GgmlType target, int64_t rows, int64_t cols, bool pack);
-  Result<Weight> MatrixImpl(const std::string& name, int64_t rows, int64_t cols, const char* what, bool embedding,
-                            bool pack);
+  Result<Weight> MatrixImpl(const std::string& name, int64_t rows, int64_t cols, const char* what,
+                            bool embedding, bool pack);
 
   const WeightSource& source_;
   LoadOptions options_;

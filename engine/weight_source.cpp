@@ -78,8 +78,8 @@ class HfSource final : public WeightSource {
       std::string name = CanonicalTensorName(t->name);
       if (name.empty()) continue;  // rotary caches and other tensors fak does not use
       FAK_ASSIGN_OR_RETURN(GgmlType type, GgmlTypeForDtype(*t));
-      SourceTensor st{name, t->name, std::vector<uint64_t>(t->shape.rbegin(), t->shape.rend()), type, t->data,
-                      t->n_bytes};
+      SourceTensor st{name, t->name, std::vector<uint64_t>(t->shape.rbegin(), t->shape.rend()),
+                      type, t->data, t->n_bytes};
       if (st.shape.empty()) st.shape.push_back(1);
       if (s->index_.count(name) != 0) return Corrupt("{}: two tensors map to '{}'", path, name);
       s->index_[name] = s->tensors_.size();
@@ -110,7 +110,8 @@ class HfSource final : public WeightSource {
 
 Result<ModelConfig> ConfigFromGguf(const GgufFile& file) {
   FAK_ASSIGN_OR_RETURN(ModelConfig c, ModelConfigFromGguf(file));
-  if (const Architecture* a = FindArchitecture(c.arch); a != nullptr && a->configure_from_tensors != nullptr) {
+  if (const Architecture* a = FindArchitecture(c.arch);
+      a != nullptr && a->configure_from_tensors != nullptr) {
     a->configure_from_tensors(c, [&](const std::string& name) { return file.FindTensor(name) != nullptr; });
   }
   return c;

@@ -15,11 +15,11 @@
 namespace fak {
 
 struct SourceTensor {
-  std::string name;               // canonical name
-  std::string source_name;        // as stored ("model.layers.3.self_attn.q_proj.weight")
-  std::vector<uint64_t> shape;    // ggml order: shape[0] is the contiguous dimension
-  GgmlType type = GgmlType::kF32; // F32, F16, BF16 or a GGUF block type
-  const uint8_t* data = nullptr;  // in the source's mapping
+  std::string name;                // canonical name
+  std::string source_name;         // as stored ("model.layers.3.self_attn.q_proj.weight")
+  std::vector<uint64_t> shape;     // ggml order: shape[0] is the contiguous dimension
+  GgmlType type = GgmlType::kF32;  // F32, F16, BF16 or a GGUF block type
+  const uint8_t* data = nullptr;   // in the source's mapping
   uint64_t n_bytes = 0;
 };
 

@@ -8,8 +8,8 @@ namespace fak {
 namespace {
 
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
-constexpr uint32_t kMaxDims = 4;          // GGML_MAX_DIMS
-constexpr int kMaxArrayDepth = 8;         // nested arrays beyond this are hostile, not useful
+constexpr uint32_t kMaxDims = 4;         // GGML_MAX_DIMS
+constexpr int kMaxArrayDepth = 8;        // nested arrays beyond this are hostile, not useful
 // A GGUF string or array count is checked against the bytes left before anything is allocated, so a
 // count near 2^64 fails as "truncated" instead of exhausting memory.
 
@@ -38,8 +38,8 @@ Result<std::string> ReadString(ByteReader& r, std::string_view what) {
   const size_t at = r.offset();
   FAK_ASSIGN_OR_RETURN(uint64_t len, r.Read<uint64_t>(what));
   if (len > r.remaining()) {
-    return Corrupt("{}: offset {}: {} length {} exceeds the {} bytes left in the file", r.source(), at,
-                   what, len, r.remaining());
+    return Corrupt("{}: offset {}: {} length {} exceeds the {} bytes left in the file", r.source(), at, what,
+                   len, r.remaining());
   }
   FAK_ASSIGN_OR_RETURN(auto bytes, r.ReadBytes(len, what));
   return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
@@ -77,24 +77,69 @@ Result<GgufValue> ReadValue(ByteReader& r, GgufValueType type, const std::string
   GgufValue out;
   out.type = type;
   switch (type) {
-    case GgufValueType::kUint8: { FAK_ASSIGN_OR_RETURN(uint8_t x, r.Read<uint8_t>("u8 value")); out.v = uint64_t{x}; break; }
-    case GgufValueType::kUint16: { FAK_ASSIGN_OR_RETURN(uint16_t x, r.Read<uint16_t>("u16 value")); out.v = uint64_t{x}; break; }
-    case GgufValueType::kUint32: { FAK_ASSIGN_OR_RETURN(uint32_t x, r.Read<uint32_t>("u32 value")); out.v = uint64_t{x}; break; }
-    case GgufValueType::kUint64: { FAK_ASSIGN_OR_RETURN(uint64_t x, r.Read<uint64_t>("u64 value")); out.v = x; break; }
-    case GgufValueType::kInt8: { FAK_ASSIGN_OR_RETURN(int8_t x, r.Read<int8_t>("i8 value")); out.v = int64_t{x}; break; }
-    case GgufValueType::kInt16: { FAK_ASSIGN_OR_RETURN(int16_t x, r.Read<int16_t>("i16 value")); out.v = int64_t{x}; break; }
-    case GgufValueType::kInt32: { FAK_ASSIGN_OR_RETURN(int32_t x, r.Read<int32_t>("i32 value")); out.v = int64_t{x}; break; }
-    case GgufValueType::kInt64: { FAK_ASSIGN_OR_RETURN(int64_t x, r.Read<int64_t>("i64 value")); out.v = x; break; }
-    case GgufValueType::kFloat32: { FAK_ASSIGN_OR_RETURN(float x, r.Read<float>("f32 value")); out.v = double{x}; break; }
-    case GgufValueType::kFloat64: { FAK_ASSIGN_OR_RETURN(double x, r.Read<double>("f64 value")); out.v = x; break; }
+    case GgufValueType::kUint8: {
+      FAK_ASSIGN_OR_RETURN(uint8_t x, r.Read<uint8_t>("u8 value"));
+      out.v = uint64_t{x};
+      break;
+    }
+    case GgufValueType::kUint16: {
+      FAK_ASSIGN_OR_RETURN(uint16_t x, r.Read<uint16_t>("u16 value"));
+      out.v = uint64_t{x};
+      break;
+    }
+    case GgufValueType::kUint32: {
+      FAK_ASSIGN_OR_RETURN(uint32_t x, r.Read<uint32_t>("u32 value"));
+      out.v = uint64_t{x};
+      break;
+    }
+    case GgufValueType::kUint64: {
+      FAK_ASSIGN_OR_RETURN(uint64_t x, r.Read<uint64_t>("u64 value"));
+      out.v = x;
+      break;
+    }
+    case GgufValueType::kInt8: {
+      FAK_ASSIGN_OR_RETURN(int8_t x, r.Read<int8_t>("i8 value"));
+      out.v = int64_t{x};
+      break;
+    }
+    case GgufValueType::kInt16: {
+      FAK_ASSIGN_OR_RETURN(int16_t x, r.Read<int16_t>("i16 value"));
+      out.v = int64_t{x};
+      break;
+    }
+    case GgufValueType::kInt32: {
+      FAK_ASSIGN_OR_RETURN(int32_t x, r.Read<int32_t>("i32 value"));
+      out.v = int64_t{x};
+      break;
+    }
+    case GgufValueType::kInt64: {
+      FAK_ASSIGN_OR_RETURN(int64_t x, r.Read<int64_t>("i64 value"));
+      out.v = x;
+      break;
+    }
+    case GgufValueType::kFloat32: {
+      FAK_ASSIGN_OR_RETURN(float x, r.Read<float>("f32 value"));
+      out.v = double{x};
+      break;
+    }
+    case GgufValueType::kFloat64: {
+      FAK_ASSIGN_OR_RETURN(double x, r.Read<double>("f64 value"));
+      out.v = x;
+      break;
+    }
     case GgufValueType::kBool: {
       const size_t at = r.offset();
       FAK_ASSIGN_OR_RETURN(uint8_t x, r.Read<uint8_t>("bool value"));
-      if (x > 1) return Corrupt("{}: offset {}: key '{}': bool value {} is neither 0 nor 1", r.source(), at, key, x);
+      if (x > 1)
+        return Corrupt("{}: offset {}: key '{}': bool value {} is neither 0 nor 1", r.source(), at, key, x);
       out.v = x == 1;
       break;
     }
-    case GgufValueType::kString: { FAK_ASSIGN_OR_RETURN(std::string s, ReadString(r, "string value")); out.v = std::move(s); break; }
+    case GgufValueType::kString: {
+      FAK_ASSIGN_OR_RETURN(std::string s, ReadString(r, "string value"));
+      out.v = std::move(s);
+      break;
+    }
     case GgufValueType::kArray: return ReadArray(r, key, depth);
   }
   return out;
@@ -173,7 +218,8 @@ Result<GgufFile> GgufFile::ParseImpl(GgufFile f, std::span<const uint8_t> bytes)
   if (magic != kMagic) {
     char m[5] = {};
     std::memcpy(m, &magic, 4);
-    for (char& c : m) if (c != 0 && (c < 32 || c > 126)) c = '?';
+    for (char& c : m)
+      if (c != 0 && (c < 32 || c > 126)) c = '?';
     return Corrupt("{}: offset 0: bad magic '{}' (not a GGUF file)", f.source_, std::string(m, 4));
   }
   FAK_ASSIGN_OR_RETURN(f.version_, r.Read<uint32_t>("version"));
@@ -184,10 +230,12 @@ Result<GgufFile> GgufFile::ParseImpl(GgufFile f, std::span<const uint8_t> bytes)
   FAK_ASSIGN_OR_RETURN(uint64_t n_kv, r.Read<uint64_t>("metadata count"));
   // Each metadata entry takes at least 8+4+1 bytes and each tensor info at least 8+4+4+8 bytes.
   if (n_kv > r.remaining() / 13) {
-    return Corrupt("{}: offset 16: metadata count {} cannot fit in the {} bytes left", f.source_, n_kv, r.remaining());
+    return Corrupt("{}: offset 16: metadata count {} cannot fit in the {} bytes left", f.source_, n_kv,
+                   r.remaining());
   }
   if (n_tensors > r.remaining() / 24) {
-    return Corrupt("{}: offset 8: tensor count {} cannot fit in the {} bytes left", f.source_, n_tensors, r.remaining());
+    return Corrupt("{}: offset 8: tensor count {} cannot fit in the {} bytes left", f.source_, n_tensors,
+                   r.remaining());
   }
 
   f.kv_.reserve(static_cast<size_t>(n_kv));
@@ -221,13 +269,15 @@ Result<GgufFile> GgufFile::ParseImpl(GgufFile f, std::span<const uint8_t> bytes)
     FAK_ASSIGN_OR_RETURN(t.name, ReadString(r, "tensor name"));
     FAK_ASSIGN_OR_RETURN(uint32_t n_dims, r.Read<uint32_t>("tensor dimension count"));
     if (n_dims == 0 || n_dims > kMaxDims) {
-      return Corrupt("{}: offset {}: tensor '{}': {} dimensions (want 1 to {})", f.source_, at, t.name, n_dims, kMaxDims);
+      return Corrupt("{}: offset {}: tensor '{}': {} dimensions (want 1 to {})", f.source_, at, t.name,
+                     n_dims, kMaxDims);
     }
     uint64_t n = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
       FAK_ASSIGN_OR_RETURN(uint64_t dim, r.Read<uint64_t>("tensor dimension"));
       if (dim == 0 || dim > (uint64_t{1} << 40) || n > UINT64_MAX / dim) {
-        return Corrupt("{}: offset {}: tensor '{}': dimension {} = {} is zero or overflows", f.source_, at, t.name, d, dim);
+        return Corrupt("{}: offset {}: tensor '{}': dimension {} = {} is zero or overflows", f.source_, at,
+                       t.name, d, dim);
       }
       n *= dim;
       t.shape.push_back(dim);
@@ -235,11 +285,12 @@ Result<GgufFile> GgufFile::ParseImpl(GgufFile f, std::span<const uint8_t> bytes)
     t.n_elements = n;
     FAK_ASSIGN_OR_RETURN(uint32_t type, r.Read<uint32_t>("tensor type"));
     auto traits = GetGgmlTypeTraits(type);
-    if (!traits) return Corrupt("{}: offset {}: tensor '{}': unknown ggml type {}", f.source_, at, t.name, type);
+    if (!traits)
+      return Corrupt("{}: offset {}: tensor '{}': unknown ggml type {}", f.source_, at, t.name, type);
     t.type = traits->type;
     if (t.shape[0] % traits->block_size != 0) {
-      return Corrupt("{}: offset {}: tensor '{}': row length {} is not a multiple of {}'s block size {}", f.source_,
-                     at, t.name, t.shape[0], traits->name, traits->block_size);
+      return Corrupt("{}: offset {}: tensor '{}': row length {} is not a multiple of {}'s block size {}",
+                     f.source_, at, t.name, t.shape[0], traits->name, traits->block_size);
     }
     auto bytes_total = GgmlRowBytes(t.type, n);
     if (!bytes_total) return Corrupt("{}: offset {}: tensor '{}': size overflows", f.source_, at, t.name);
@@ -264,8 +315,9 @@ Result<GgufFile> GgufFile::ParseImpl(GgufFile f, std::span<const uint8_t> bytes)
   const uint64_t data_size = bytes.size() > f.data_offset_ ? bytes.size() - f.data_offset_ : 0;
   for (auto& t : f.tensors_) {
     if (t.offset > data_size || t.n_bytes > data_size - t.offset) {
-      return Corrupt("{}: tensor '{}': data [{}, {}) past the end of the file ({} bytes of tensor data)", f.source_,
-                     t.name, f.data_offset_ + t.offset, f.data_offset_ + t.offset + t.n_bytes, data_size);
+      return Corrupt("{}: tensor '{}': data [{}, {}) past the end of the file ({} bytes of tensor data)",
+                     f.source_, t.name, f.data_offset_ + t.offset, f.data_offset_ + t.offset + t.n_bytes,
+                     data_size);
     }
     t.data = bytes.data() + f.data_offset_ + t.offset;
   }
@@ -281,7 +333,9 @@ Result<uint64_t> GgufFile::GetUint(std::string_view key) const {
   const GgufValue* v = Find(key);
   if (v == nullptr) return NotFound("{}: missing metadata key '{}'", source_, key);
   auto u = v->AsUint();
-  if (!u) return Corrupt("{}: metadata key '{}' is a {}, want an unsigned integer", source_, key, GgufValueTypeName(v->type));
+  if (!u)
+    return Corrupt("{}: metadata key '{}' is a {}, want an unsigned integer", source_, key,
+                   GgufValueTypeName(v->type));
   return *u;
 }
 
@@ -289,7 +343,8 @@ Result<double> GgufFile::GetFloat(std::string_view key) const {
   const GgufValue* v = Find(key);
   if (v == nullptr) return NotFound("{}: missing metadata key '{}'", source_, key);
   auto d = v->AsFloat();
-  if (!d) return Corrupt("{}: metadata key '{}' is a {}, want a number", source_, key, GgufValueTypeName(v->type));
+  if (!d)
+    return Corrupt("{}: metadata key '{}' is a {}, want a number", source_, key, GgufValueTypeName(v->type));
   return *d;
 }
 
@@ -297,7 +352,8 @@ Result<std::string> GgufFile::GetString(std::string_view key) const {
   const GgufValue* v = Find(key);
   if (v == nullptr) return NotFound("{}: missing metadata key '{}'", source_, key);
   const std::string* s = v->AsString();
-  if (s == nullptr) return Corrupt("{}: metadata key '{}' is a {}, want a string", source_, key, GgufValueTypeName(v->type));
+  if (s == nullptr)
+    return Corrupt("{}: metadata key '{}' is a {}, want a string", source_, key, GgufValueTypeName(v->type));
   return *s;
 }
 
@@ -305,7 +361,8 @@ Result<const GgufArray*> GgufFile::GetArray(std::string_view key) const {
   const GgufValue* v = Find(key);
   if (v == nullptr) return NotFound("{}: missing metadata key '{}'", source_, key);
   const GgufArray* a = v->AsArray();
-  if (a == nullptr) return Corrupt("{}: metadata key '{}' is a {}, want an array", source_, key, GgufValueTypeName(v->type));
+  if (a == nullptr)
+    return Corrupt("{}: metadata key '{}' is a {}, want an array", source_, key, GgufValueTypeName(v->type));
   return a;
 }
 

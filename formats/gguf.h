@@ -64,7 +64,7 @@ struct GgufTensorInfo {
   std::string name;
   std::vector<uint64_t> shape;  // ggml order: shape[0] is the contiguous (row) dimension
   GgmlType type = GgmlType::kF32;
-  uint64_t offset = 0;          // relative to the data section
+  uint64_t offset = 0;  // relative to the data section
   uint64_t n_elements = 0;
   uint64_t n_bytes = 0;
   const uint8_t* data = nullptr;  // into the mapping
@@ -95,7 +95,8 @@ class GgufFile {
   // Metadata in file order.
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
   const GgufValue* Find(std::string_view key) const;
-  // Typed lookups that name the key in their error ("missing key llama.block_count", "key X is a string, want uint").
+  // Typed lookups that name the key in their error ("missing key llama.block_count", "key X is a string, want
+  // uint").
   Result<uint64_t> GetUint(std::string_view key) const;
   Result<double> GetFloat(std::string_view key) const;
   Result<std::string> GetString(std::string_view key) const;

@@ -59,7 +59,9 @@ TEST(GgufMalformed, TruncationAtEveryByteFails) {
 
 TEST(GgufMalformed, TruncationAtSectionBoundariesNamesTheSection) {
   ValidFile v;
-  auto cut = [&](size_t n) { return std::vector<uint8_t>(v.b.bytes.begin(), v.b.bytes.begin() + static_cast<long>(n)); };
+  auto cut = [&](size_t n) {
+    return std::vector<uint8_t>(v.b.bytes.begin(), v.b.bytes.begin() + static_cast<long>(n));
+  };
   ExpectError(cut(2), "magic");
   ExpectError(cut(6), "version");
   ExpectError(cut(12), "tensor count");
@@ -152,14 +154,14 @@ TEST(GgufMalformed, TensorInfoErrors) {
     b.Header(3, 1, 0).TensorInfo("w", std::move(shape), type, offset).Align().Zeros(data);
     return b.bytes;
   };
-  ExpectError(one({32}, 0, 4096), "past the end of the file");                 // offset past EOF
-  ExpectError(one({32}, 0, ~0ull & ~31ull), "past the end of the file");       // offset near 2^64
+  ExpectError(one({32}, 0, 4096), "past the end of the file");                   // offset past EOF
+  ExpectError(one({32}, 0, ~0ull & ~31ull), "past the end of the file");         // offset near 2^64
   ExpectError(one({1ull << 30, 1ull << 30}, 0, 0), "past the end of the file");  // size past EOF
-  ExpectError(one({1ull << 40, 1ull << 40}, 0, 0), "overflows");                // element count overflows
-  ExpectError(one({32}, 0, 4), "not aligned");                                  // misaligned data
-  ExpectError(one({32}, 4, 0), "unknown ggml type 4");                          // removed type id
+  ExpectError(one({1ull << 40, 1ull << 40}, 0, 0), "overflows");                 // element count overflows
+  ExpectError(one({32}, 0, 4), "not aligned");                                   // misaligned data
+  ExpectError(one({32}, 4, 0), "unknown ggml type 4");                           // removed type id
   ExpectError(one({32}, 1000, 0), "unknown ggml type 1000");
-  ExpectError(one({33}, 8, 0), "block size");                                   // partial q8_0 block
+  ExpectError(one({33}, 8, 0), "block size");  // partial q8_0 block
   ExpectError(one({}, 0, 0), "0 dimensions");
   ExpectError(one({2, 2, 2, 2, 2}, 0, 0), "5 dimensions");
   ExpectError(one({32, 0}, 0, 0), "is zero");
@@ -179,7 +181,9 @@ TEST(GgufMalformed, RandomByteFlipsNeverCrash) {
   for (int i = 0; i < 3000; ++i) {
     std::vector<uint8_t> m = v.b.bytes;
     for (int k = 0; k < 3; ++k) {
-      x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
       m[x % m.size()] = static_cast<uint8_t>(x >> 32);
     }
     auto f = GgufFile::Parse(m, "flip.gguf");

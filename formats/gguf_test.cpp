@@ -138,11 +138,14 @@ TEST(GgufWriter, RoundTripsMetadataAndTensors) {
     wr.SetBool("tokenizer.ggml.add_bos_token", true);
     wr.SetStringArray("tokenizer.ggml.tokens", {"a", "b", "<s>"});
     wr.SetInt32Array("ids", {-1, 2});
-    ASSERT_TRUE(wr.AddTensor("w", {64, 3}, GgmlType::kF32,
-                             std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(w.data()), w.size() * 4)).ok());
+    ASSERT_TRUE(
+        wr.AddTensor("w", {64, 3}, GgmlType::kF32,
+                     std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(w.data()), w.size() * 4))
+            .ok());
     ASSERT_TRUE(wr.AddTensor("q", {64, 3}, GgmlType::kQ8_0, std::span<const uint8_t>(q8)).ok());
     EXPECT_FALSE(wr.AddTensor("q", {64}, GgmlType::kF32, std::span<const uint8_t>()).ok());  // duplicate
-    EXPECT_FALSE(wr.AddTensor("bad", {33}, GgmlType::kQ8_0, std::span<const uint8_t>()).ok());  // partial block
+    EXPECT_FALSE(
+        wr.AddTensor("bad", {33}, GgmlType::kQ8_0, std::span<const uint8_t>()).ok());  // partial block
     ASSERT_TRUE(wr.Write(path).ok());
   }
   auto f = GgufFile::Open(path);

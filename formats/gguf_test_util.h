@@ -27,7 +27,8 @@ class GgufBytes {
   }
   GgufBytes& KvU32(const std::string& key, uint32_t v) { return Str(key).Pod<uint32_t>(4).Pod(v); }
   GgufBytes& KvStr(const std::string& key, const std::string& v) { return Str(key).Pod<uint32_t>(8).Str(v); }
-  GgufBytes& TensorInfo(const std::string& name, std::vector<uint64_t> shape, uint32_t type, uint64_t offset) {
+  GgufBytes& TensorInfo(const std::string& name, std::vector<uint64_t> shape, uint32_t type,
+                        uint64_t offset) {
     Str(name).Pod<uint32_t>(static_cast<uint32_t>(shape.size()));
     for (uint64_t d : shape) Pod(d);
     return Pod(type).Pod(offset);

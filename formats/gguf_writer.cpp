@@ -21,7 +21,9 @@ class FileOut {
     return ok_;
   }
   template <typename T>
-  bool Pod(T v) { return Put(&v, sizeof(v)); }
+  bool Pod(T v) {
+    return Put(&v, sizeof(v));
+  }
   bool Str(const std::string& s) { return Pod<uint64_t>(s.size()) && Put(s.data(), s.size()); }
   bool Pad(uint64_t alignment) {
     static const uint8_t zeros[64] = {};
@@ -64,7 +66,8 @@ bool WriteScalar(FileOut& out, GgufValueType type, const GgufValue& v) {
     case GgufValueType::kArray: {
       const GgufArray* a = v.AsArray();
       if (a == nullptr) return out.Pod<uint32_t>(0) && out.Pod<uint64_t>(0);
-      if (!out.Pod<uint32_t>(static_cast<uint32_t>(a->element_type)) || !out.Pod<uint64_t>(a->values.size())) {
+      if (!out.Pod<uint32_t>(static_cast<uint32_t>(a->element_type)) ||
+          !out.Pod<uint64_t>(a->values.size())) {
         return false;
       }
       for (const auto& e : a->values) {
@@ -109,10 +112,18 @@ void GgufWriter::SetValue(std::string key, GgufValue v) {
   kv_.emplace_back(std::move(key), std::move(v));
 }
 
-void GgufWriter::SetUint32(std::string key, uint32_t v) { SetValue(std::move(key), {GgufValueType::kUint32, uint64_t{v}}); }
-void GgufWriter::SetUint64(std::string key, uint64_t v) { SetValue(std::move(key), {GgufValueType::kUint64, v}); }
-void GgufWriter::SetInt32(std::string key, int32_t v) { SetValue(std::move(key), {GgufValueType::kInt32, int64_t{v}}); }
-void GgufWriter::SetFloat32(std::string key, float v) { SetValue(std::move(key), {GgufValueType::kFloat32, double{v}}); }
+void GgufWriter::SetUint32(std::string key, uint32_t v) {
+  SetValue(std::move(key), {GgufValueType::kUint32, uint64_t{v}});
+}
+void GgufWriter::SetUint64(std::string key, uint64_t v) {
+  SetValue(std::move(key), {GgufValueType::kUint64, v});
+}
+void GgufWriter::SetInt32(std::string key, int32_t v) {
+  SetValue(std::move(key), {GgufValueType::kInt32, int64_t{v}});
+}
+void GgufWriter::SetFloat32(std::string key, float v) {
+  SetValue(std::move(key), {GgufValueType::kFloat32, double{v}});
+}
 void GgufWriter::SetBool(std::string key, bool v) { SetValue(std::move(key), {GgufValueType::kBool, v}); }
 void GgufWriter::SetString(std::string key, std::string v) {
   SetValue(std::move(key), {GgufValueType::kString, std::move(v)});
@@ -130,20 +141,22 @@ void GgufWriter::SetInt32Array(std::string key, std::vector<int32_t> v) {
 Status GgufWriter::AddTensor(std::string name, std::vector<uint64_t> shape, GgmlType type, Producer produce) {
   auto traits = GetGgmlTypeTraits(type);
   if (!traits) return InvalidArgument("tensor '{}': unknown ggml type {}", name, static_cast<uint32_t>(type));
-  if (shape.empty() || shape.size() > 4) return InvalidArgument("tensor '{}': {} dimensions", name, shape.size());
+  if (shape.empty() || shape.size() > 4)
+    return InvalidArgument("tensor '{}': {} dimensions", name, shape.size());
   uint64_t n = 1;
   for (uint64_t d : shape) {
     if (d == 0) return InvalidArgument("tensor '{}': zero dimension", name);
     n *= d;
   }
   if (shape[0] % traits->block_size != 0) {
-    return InvalidArgument("tensor '{}': row length {} is not a multiple of {}'s block size {}", name, shape[0],
-                           traits->name, traits->block_size);
+    return InvalidArgument("tensor '{}': row length {} is not a multiple of {}'s block size {}", name,
+                           shape[0], traits->name, traits->block_size);
   }
   for (const auto& t : tensors_) {
     if (t.name == name) return InvalidArgument("duplicate tensor name '{}'", name);
   }
-  tensors_.push_back(Tensor{std::move(name), std::move(shape), type, *GgmlRowBytes(type, n), std::move(produce)});
+  tensors_.push_back(
+      Tensor{std::move(name), std::move(shape), type, *GgmlRowBytes(type, n), std::move(produce)});
   return Status::Ok();
 }
 
@@ -152,7 +165,8 @@ Status GgufWriter::AddTensor(std::string name, std::vector<uint64_t> shape, Ggml
   const std::string n = name;
   FAK_RETURN_IF_ERROR(AddTensor(std::move(name), std::move(shape), type, [bytes, n](std::span<uint8_t> out) {
     if (out.size() != bytes.size()) {
-      return InvalidArgument("tensor '{}': {} bytes given, its shape and type need {}", n, bytes.size(), out.size());
+      return InvalidArgument("tensor '{}': {} bytes given, its shape and type need {}", n, bytes.size(),
+                             out.size());
     }
     std::memcpy(out.data(), bytes.data(), bytes.size());
     return Status::Ok();

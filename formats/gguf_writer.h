@@ -35,7 +35,8 @@ class GgufWriter {
   // shape in ggml order (shape[0] contiguous). Fails on an unknown type or a bad row length.
   Status AddTensor(std::string name, std::vector<uint64_t> shape, GgmlType type, Producer produce);
   // Convenience: bytes the caller keeps alive until Write returns.
-  Status AddTensor(std::string name, std::vector<uint64_t> shape, GgmlType type, std::span<const uint8_t> bytes);
+  Status AddTensor(std::string name, std::vector<uint64_t> shape, GgmlType type,
+                   std::span<const uint8_t> bytes);
 
   Status Write(const std::string& path);
 

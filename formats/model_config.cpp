@@ -105,8 +105,8 @@ Status ModelConfig::Validate() const {
     return Corrupt("model config: {} layer types for {} layers", layer_is_linear.size(), n_layer);
   }
   if (n_layer > 4096 || d_model > (1 << 20) || n_head > 4096 || vocab_size > (1 << 24)) {
-    return Corrupt("model config: implausible size (n_layer {}, d_model {}, n_head {}, vocab {})", n_layer, d_model,
-                   n_head, vocab_size);
+    return Corrupt("model config: implausible size (n_layer {}, d_model {}, n_head {}, vocab {})", n_layer,
+                   d_model, n_head, vocab_size);
   }
   return Status::Ok();
 }
@@ -117,7 +117,8 @@ Result<ModelConfig> ModelConfigFromHfJson(const std::string& text, const std::st
   // Multimodal wrappers (Qwen3.5) keep the language model's fields under text_config.
   if (auto tc = j.find("text_config"); tc != j.end() && tc->is_object() && !j.contains("hidden_size")) {
     json inner = *tc;
-    if (!inner.contains("architectures") && j.contains("architectures")) inner["architectures"] = j["architectures"];
+    if (!inner.contains("architectures") && j.contains("architectures"))
+      inner["architectures"] = j["architectures"];
     j = std::move(inner);
   }
   JsonFields f(j, source);
@@ -135,8 +136,9 @@ Result<ModelConfig> ModelConfigFromHfJson(const std::string& text, const std::st
   } else if (model_type == "qwen3_next" || model_type == "qwen3_5" || model_type == "qwen3_5_text") {
     c.arch = "qwen3_5";
   } else {
-    return Unsupported("{}: model_type '{}' (architecture '{}') is not supported; fak runs llama, qwen2, qwen3, qwen3_5",
-                       source, model_type, c.hf_architecture);
+    return Unsupported(
+        "{}: model_type '{}' (architecture '{}') is not supported; fak runs llama, qwen2, qwen3, qwen3_5",
+        source, model_type, c.hf_architecture);
   }
   FAK_ASSIGN_OR_RETURN(c.n_layer, f.Int("num_hidden_layers"));
   FAK_ASSIGN_OR_RETURN(c.d_model, f.Int("hidden_size"));
@@ -155,13 +157,15 @@ Result<ModelConfig> ModelConfigFromHfJson(const std::string& text, const std::st
   }
   c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3_5";
   c.torch_dtype = f.StringOr("torch_dtype", f.StringOr("dtype", ""));
-  if (auto rs = j.find("rope_scaling"); rs != j.end()) FAK_RETURN_IF_ERROR(ParseRopeScaling(*rs, source, c.rope));
+  if (auto rs = j.find("rope_scaling"); rs != j.end())
+    FAK_RETURN_IF_ERROR(ParseRopeScaling(*rs, source, c.rope));
   // transformers 5 writes theta and scaling together as "rope_parameters".
   if (auto rp = j.find("rope_parameters"); rp != j.end() && !rp->is_null()) {
     if (!rp->is_object()) return Corrupt("{}: field 'rope_parameters' is not an object", source);
     JsonFields pf(*rp, source);
     FAK_ASSIGN_OR_RETURN(c.rope.theta, pf.NumberOr("rope_theta", c.rope.theta));
-    FAK_ASSIGN_OR_RETURN(c.rope.partial_rotary_factor, pf.NumberOr("partial_rotary_factor", c.rope.partial_rotary_factor));
+    FAK_ASSIGN_OR_RETURN(c.rope.partial_rotary_factor,
+                         pf.NumberOr("partial_rotary_factor", c.rope.partial_rotary_factor));
     FAK_RETURN_IF_ERROR(ParseRopeScaling(*rp, source, c.rope));
   }
   FAK_ASSIGN_OR_RETURN(c.bos_token_id, f.IntOr("bos_token_id", -1));
@@ -179,7 +183,8 @@ Result<ModelConfig> ModelConfigFromHfJson(const std::string& text, const std::st
   }
   if (c.arch == "qwen3_5") {
     auto lt = j.find("layer_types");
-    if (lt == j.end() || !lt->is_array()) return NotFound("{}: missing list 'layer_types' for the hybrid model", source);
+    if (lt == j.end() || !lt->is_array())
+      return NotFound("{}: missing list 'layer_types' for the hybrid model", source);
     for (const auto& t : *lt) {
       if (!t.is_string()) return Corrupt("{}: 'layer_types' holds a non-string", source);
       const std::string s = t.get<std::string>();
@@ -213,13 +218,15 @@ Result<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
   } else if (arch == "qwen35" || arch == "qwen3next" || arch == "qwen3_5") {
     c.arch = "qwen3_5";
   } else {
-    return Unsupported("{}: general.architecture '{}' is not supported; fak runs llama, qwen2, qwen3, qwen3_5",
-                       file.path(), arch);
+    return Unsupported(
+        "{}: general.architecture '{}' is not supported; fak runs llama, qwen2, qwen3, qwen3_5", file.path(),
+        arch);
   }
   auto key = [&](const char* k) { return arch + "." + k; };
   auto get_int = [&](const char* k) -> Result<int64_t> {
     FAK_ASSIGN_OR_RETURN(uint64_t v, file.GetUint(key(k)));
-    if (v > static_cast<uint64_t>(INT64_MAX)) return Corrupt("{}: {} = {} is too large", file.path(), key(k), v);
+    if (v > static_cast<uint64_t>(INT64_MAX))
+      return Corrupt("{}: {} = {} is too large", file.path(), key(k), v);
     return static_cast<int64_t>(v);
   };
   auto get_int_or = [&](const char* k, int64_t def) -> Result<int64_t> {
@@ -231,7 +238,8 @@ Result<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
   FAK_ASSIGN_OR_RETURN(c.d_ffn, get_int("feed_forward_length"));
   FAK_ASSIGN_OR_RETURN(c.n_head, get_int("attention.head_count"));
   FAK_ASSIGN_OR_RETURN(c.n_kv_head, get_int_or("attention.head_count_kv", c.n_head));
-  FAK_ASSIGN_OR_RETURN(c.head_dim, get_int_or("attention.key_length", c.n_head > 0 ? c.d_model / c.n_head : 0));
+  FAK_ASSIGN_OR_RETURN(c.head_dim,
+                       get_int_or("attention.key_length", c.n_head > 0 ? c.d_model / c.n_head : 0));
   FAK_ASSIGN_OR_RETURN(c.max_context, get_int_or("context_length", 0));
   if (file.Find(key("attention.layer_norm_rms_epsilon")) != nullptr) {
     FAK_ASSIGN_OR_RETURN(c.norm_eps, file.GetFloat(key("attention.layer_norm_rms_epsilon")));
@@ -241,9 +249,12 @@ Result<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
   }
   if (file.Find(key("rope.scaling.type")) != nullptr) {
     FAK_ASSIGN_OR_RETURN(std::string t, file.GetString(key("rope.scaling.type")));
-    if (t == "linear") c.rope.scaling = RopeScaling::kLinear;
-    else if (t == "yarn") c.rope.scaling = RopeScaling::kYarn;
-    else if (t != "none") return Unsupported("{}: {} '{}'", file.path(), key("rope.scaling.type"), t);
+    if (t == "linear")
+      c.rope.scaling = RopeScaling::kLinear;
+    else if (t == "yarn")
+      c.rope.scaling = RopeScaling::kYarn;
+    else if (t != "none")
+      return Unsupported("{}: {} '{}'", file.path(), key("rope.scaling.type"), t);
     if (file.Find(key("rope.scaling.factor")) != nullptr) {
       FAK_ASSIGN_OR_RETURN(c.rope.factor, file.GetFloat(key("rope.scaling.factor")));
     }
@@ -256,7 +267,8 @@ Result<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
   } else if (file.Find("tokenizer.ggml.tokens") != nullptr) {
     FAK_ASSIGN_OR_RETURN(const GgufArray* toks, file.GetArray("tokenizer.ggml.tokens"));
     c.vocab_size = static_cast<int64_t>(toks->values.size());
-  } else if (const GgufTensorInfo* emb = file.FindTensor("token_embd.weight"); emb && emb->shape.size() == 2) {
+  } else if (const GgufTensorInfo* emb = file.FindTensor("token_embd.weight");
+             emb && emb->shape.size() == 2) {
     c.vocab_size = static_cast<int64_t>(emb->shape[1]);
   }
   c.tied_embeddings = file.FindTensor("output.weight") == nullptr;

@@ -30,11 +30,11 @@ struct RopeConfig {
 };
 
 struct ModelConfig {
-  std::string arch;        // fak's name: "llama", "qwen2", "qwen3", "qwen3_5" (hybrid)
+  std::string arch;             // fak's name: "llama", "qwen2", "qwen3", "qwen3_5" (hybrid)
   std::string hf_architecture;  // "Qwen2ForCausalLM" when from config.json
   int64_t n_layer = 0;
-  int64_t d_model = 0;     // hidden_size
-  int64_t d_ffn = 0;       // intermediate_size
+  int64_t d_model = 0;  // hidden_size
+  int64_t d_ffn = 0;    // intermediate_size
   int64_t n_head = 0;
   int64_t n_kv_head = 0;
   int64_t head_dim = 0;
@@ -43,9 +43,9 @@ struct ModelConfig {
   double norm_eps = 1e-6;
   RopeConfig rope;
   bool tied_embeddings = false;
-  bool qkv_bias = false;   // Qwen2
-  bool qk_norm = false;    // Qwen3
-  std::string torch_dtype; // "bfloat16", "float16", "float32" when declared
+  bool qkv_bias = false;    // Qwen2
+  bool qk_norm = false;     // Qwen3
+  std::string torch_dtype;  // "bfloat16", "float16", "float32" when declared
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;
 

@@ -33,7 +33,8 @@ TEST(ModelConfig, Llama3RopeScalingAndQwen3HeadDim) {
     "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
     "rope_theta": 500000.0, "eos_token_id": [128001, 128009],
     "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                     "original_max_position_embeddings": 8192, "rope_type": "llama3"}})", "llama.json");
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"}})",
+                                 "llama.json");
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   EXPECT_EQ(l->rope.scaling, RopeScaling::kLlama3);
   EXPECT_EQ(l->rope.factor, 8.0);
@@ -42,7 +43,8 @@ TEST(ModelConfig, Llama3RopeScalingAndQwen3HeadDim) {
   EXPECT_EQ(l->eos_token_ids.size(), 2u);
   auto q3 = ModelConfigFromHfJson(R"({"model_type": "qwen3", "hidden_size": 1024, "intermediate_size": 3072,
     "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
-    "vocab_size": 151936, "attention_bias": false})", "q3.json");
+    "vocab_size": 151936, "attention_bias": false})",
+                                  "q3.json");
   ASSERT_TRUE(q3.ok()) << q3.status().ToString();
   EXPECT_EQ(q3->head_dim, 128);  // not hidden/heads = 64
   EXPECT_TRUE(q3->qk_norm);
@@ -52,7 +54,8 @@ TEST(ModelConfig, Llama3RopeScalingAndQwen3HeadDim) {
 TEST(ModelConfig, Transformers5RopeParameters) {
   auto c = ModelConfigFromHfJson(R"({"model_type": "qwen2", "hidden_size": 16, "intermediate_size": 48,
     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "vocab_size": 100,
-    "dtype": "bfloat16", "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"}})", "t5.json");
+    "dtype": "bfloat16", "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"}})",
+                                 "t5.json");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->rope.theta, 1e6);
   EXPECT_EQ(c->torch_dtype, "bfloat16");
@@ -66,11 +69,13 @@ TEST(ModelConfig, Transformers5RopeParameters) {
 }
 
 TEST(ModelConfig, HybridLayerTypes) {
-  auto h = ModelConfigFromHfJson(R"({"model_type": "qwen3_5_text", "hidden_size": 2048, "intermediate_size": 6144,
+  auto h =
+      ModelConfigFromHfJson(R"({"model_type": "qwen3_5_text", "hidden_size": 2048, "intermediate_size": 6144,
     "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
     "vocab_size": 151936, "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"],
     "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
-    "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "partial_rotary_factor": 0.25})", "h.json");
+    "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "partial_rotary_factor": 0.25})",
+                            "h.json");
   ASSERT_TRUE(h.ok()) << h.status().ToString();
   EXPECT_EQ(h->arch, "qwen3_5");
   EXPECT_EQ(h->layer_is_linear, (std::vector<bool>{true, true, true, false}));
@@ -85,15 +90,19 @@ TEST(ModelConfig, BadInputNamesTheField) {
   EXPECT_NE(err("{").find("not a JSON object"), std::string::npos);
   EXPECT_NE(err(R"({"model_type": "gpt_neox"})").find("gpt_neox"), std::string::npos);
   EXPECT_NE(err(R"({"model_type": "llama"})").find("num_hidden_layers"), std::string::npos);
-  EXPECT_NE(err(R"({"model_type": "llama", "num_hidden_layers": "two"})").find("'num_hidden_layers' is not an integer"),
+  EXPECT_NE(err(R"({"model_type": "llama", "num_hidden_layers": "two"})")
+                .find("'num_hidden_layers' is not an integer"),
             std::string::npos);
-  EXPECT_NE(err(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128,
-                   "num_attention_heads": 6, "num_key_value_heads": 4, "vocab_size": 100})").find("multiple of n_kv_head"),
-            std::string::npos);
-  EXPECT_NE(err(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128,
+  EXPECT_NE(
+      err(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128,
+                   "num_attention_heads": 6, "num_key_value_heads": 4, "vocab_size": 100})")
+          .find("multiple of n_kv_head"),
+      std::string::npos);
+  EXPECT_NE(
+      err(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128,
                    "num_attention_heads": 4, "vocab_size": 100, "rope_scaling": {"rope_type": "ntk-magic"}})")
-                .find("ntk-magic"),
-            std::string::npos);
+          .find("ntk-magic"),
+      std::string::npos);
 }
 
 TEST(ModelConfig, FromGgufMetadata) {

@@ -21,13 +21,20 @@ struct DtypeInfo {
   size_t size;
 };
 constexpr std::array<DtypeInfo, 15> kDtypes = {{
-    {SafetensorsDtype::kBool, "BOOL", 1}, {SafetensorsDtype::kU8, "U8", 1},
-    {SafetensorsDtype::kI8, "I8", 1},     {SafetensorsDtype::kU16, "U16", 2},
-    {SafetensorsDtype::kI16, "I16", 2},   {SafetensorsDtype::kF16, "F16", 2},
-    {SafetensorsDtype::kBF16, "BF16", 2}, {SafetensorsDtype::kU32, "U32", 4},
-    {SafetensorsDtype::kI32, "I32", 4},   {SafetensorsDtype::kF32, "F32", 4},
-    {SafetensorsDtype::kU64, "U64", 8},   {SafetensorsDtype::kI64, "I64", 8},
-    {SafetensorsDtype::kF64, "F64", 8},   {SafetensorsDtype::kF8_E4M3, "F8_E4M3", 1},
+    {SafetensorsDtype::kBool, "BOOL", 1},
+    {SafetensorsDtype::kU8, "U8", 1},
+    {SafetensorsDtype::kI8, "I8", 1},
+    {SafetensorsDtype::kU16, "U16", 2},
+    {SafetensorsDtype::kI16, "I16", 2},
+    {SafetensorsDtype::kF16, "F16", 2},
+    {SafetensorsDtype::kBF16, "BF16", 2},
+    {SafetensorsDtype::kU32, "U32", 4},
+    {SafetensorsDtype::kI32, "I32", 4},
+    {SafetensorsDtype::kF32, "F32", 4},
+    {SafetensorsDtype::kU64, "U64", 8},
+    {SafetensorsDtype::kI64, "I64", 8},
+    {SafetensorsDtype::kF64, "F64", 8},
+    {SafetensorsDtype::kF8_E4M3, "F8_E4M3", 1},
     {SafetensorsDtype::kF8_E5M2, "F8_E5M2", 1},
 }};
 
@@ -89,12 +96,14 @@ Result<SafetensorsFile> SafetensorsFile::Parse(std::span<const uint8_t> bytes, s
 Result<SafetensorsFile> SafetensorsFile::ParseImpl(SafetensorsFile f, std::span<const uint8_t> bytes) {
   const std::string& src = f.source_;
   f.size_ = bytes.size();
-  if (bytes.size() < 8) return Corrupt("{}: offset 0: truncated: {} bytes, need an 8-byte header length", src, bytes.size());
+  if (bytes.size() < 8)
+    return Corrupt("{}: offset 0: truncated: {} bytes, need an 8-byte header length", src, bytes.size());
   uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);
   if (n > kMaxHeaderBytes) return Corrupt("{}: offset 0: header length {} exceeds the 100 MiB limit", src, n);
   if (n > bytes.size() - 8) {
-    return Corrupt("{}: offset 0: header length {} runs past the end of the file ({} bytes)", src, n, bytes.size());
+    return Corrupt("{}: offset 0: header length {} runs past the end of the file ({} bytes)", src, n,
+                   bytes.size());
   }
   f.header_size_ = n;
   std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8), static_cast<size_t>(n));
@@ -108,7 +117,8 @@ Result<SafetensorsFile> SafetensorsFile::ParseImpl(SafetensorsFile f, std::span<
     if (name == "__metadata__") {
       if (!e.is_object()) return Corrupt("{}: header: __metadata__ is not an object", src);
       for (auto m = e.begin(); m != e.end(); ++m) {
-        if (!m.value().is_string()) return Corrupt("{}: header: __metadata__.{} is not a string", src, m.key());
+        if (!m.value().is_string())
+          return Corrupt("{}: header: __metadata__.{} is not a string", src, m.key());
         f.metadata_[m.key()] = m.value().get<std::string>();
       }
       continue;
@@ -117,17 +127,22 @@ Result<SafetensorsFile> SafetensorsFile::ParseImpl(SafetensorsFile f, std::span<
     SafetensorsTensor t;
     t.name = name;
     auto dt = e.find("dtype");
-    if (dt == e.end() || !dt->is_string()) return Corrupt("{}: header: tensor '{}': missing string field 'dtype'", src, name);
+    if (dt == e.end() || !dt->is_string())
+      return Corrupt("{}: header: tensor '{}': missing string field 'dtype'", src, name);
     auto dtype = SafetensorsDtypeFromName(dt->get<std::string>());
-    if (!dtype) return Unsupported("{}: header: tensor '{}': unknown dtype '{}'", src, name, dt->get<std::string>());
+    if (!dtype)
+      return Unsupported("{}: header: tensor '{}': unknown dtype '{}'", src, name, dt->get<std::string>());
     t.dtype = *dtype;
     auto sh = e.find("shape");
-    if (sh == e.end() || !sh->is_array()) return Corrupt("{}: header: tensor '{}': missing array field 'shape'", src, name);
+    if (sh == e.end() || !sh->is_array())
+      return Corrupt("{}: header: tensor '{}': missing array field 'shape'", src, name);
     uint64_t count = 1;
     for (const auto& d : *sh) {
-      if (!d.is_number_unsigned()) return Corrupt("{}: header: tensor '{}': shape holds a non-integer", src, name);
+      if (!d.is_number_unsigned())
+        return Corrupt("{}: header: tensor '{}': shape holds a non-integer", src, name);
       const uint64_t dim = d.get<uint64_t>();
-      if (dim != 0 && count > UINT64_MAX / dim) return Corrupt("{}: header: tensor '{}': shape overflows", src, name);
+      if (dim != 0 && count > UINT64_MAX / dim)
+        return Corrupt("{}: header: tensor '{}': shape overflows", src, name);
       count *= dim;
       t.shape.push_back(dim);
     }
@@ -139,15 +154,17 @@ Result<SafetensorsFile> SafetensorsFile::ParseImpl(SafetensorsFile f, std::span<
     }
     const uint64_t b = (*off)[0].get<uint64_t>();
     const uint64_t end = (*off)[1].get<uint64_t>();
-    if (end < b) return Corrupt("{}: header: tensor '{}': data_offsets [{}, {}) end before they begin", src, name, b, end);
+    if (end < b)
+      return Corrupt("{}: header: tensor '{}': data_offsets [{}, {}) end before they begin", src, name, b,
+                     end);
     if (end > data_size) {
-      return Corrupt("{}: header: tensor '{}': data_offsets [{}, {}) past the end of the data ({} bytes)", src, name, b,
-                     end, data_size);
+      return Corrupt("{}: header: tensor '{}': data_offsets [{}, {}) past the end of the data ({} bytes)",
+                     src, name, b, end, data_size);
     }
     const size_t es = SafetensorsDtypeSize(t.dtype);
     if (count > UINT64_MAX / es || end - b != count * es) {
-      return Corrupt("{}: header: tensor '{}': {} bytes of data for {} {} elements", src, name, end - b, count,
-                     SafetensorsDtypeName(t.dtype));
+      return Corrupt("{}: header: tensor '{}': {} bytes of data for {} {} elements", src, name, end - b,
+                     count, SafetensorsDtypeName(t.dtype));
     }
     t.begin = b;
     t.n_bytes = end - b;
@@ -187,13 +204,16 @@ Result<SafetensorsCheckpoint> SafetensorsCheckpoint::Open(const std::string& pat
       json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
       if (j.is_discarded() || !j.is_object()) return Corrupt("{}: not valid JSON", index.string());
       auto wm = j.find("weight_map");
-      if (wm == j.end() || !wm->is_object()) return Corrupt("{}: missing object 'weight_map'", index.string());
+      if (wm == j.end() || !wm->is_object())
+        return Corrupt("{}: missing object 'weight_map'", index.string());
       std::set<std::string> seen;
       for (auto it = wm->begin(); it != wm->end(); ++it) {
-        if (!it.value().is_string()) return Corrupt("{}: weight_map.{} is not a string", index.string(), it.key());
+        if (!it.value().is_string())
+          return Corrupt("{}: weight_map.{} is not a string", index.string(), it.key());
         const std::string shard = it.value().get<std::string>();
         if (shard.find('/') != std::string::npos || shard == "..") {
-          return Corrupt("{}: weight_map.{}: shard '{}' is outside the checkpoint folder", index.string(), it.key(), shard);
+          return Corrupt("{}: weight_map.{}: shard '{}' is outside the checkpoint folder", index.string(),
+                         it.key(), shard);
         }
         if (seen.insert(shard).second) files.push_back((fs::path(path) / shard).string());
       }
@@ -209,7 +229,8 @@ Result<SafetensorsCheckpoint> SafetensorsCheckpoint::Open(const std::string& pat
           for (const auto& s : ck.shards_) {
             if (s->path() == shard && s->Find(it.key()) != nullptr) found = true;
           }
-          if (!found) return Corrupt("{}: tensor '{}' is not in its shard {}", index.string(), it.key(), shard);
+          if (!found)
+            return Corrupt("{}: tensor '{}' is not in its shard {}", index.string(), it.key(), shard);
         }
         return Status::Ok();
       }());

@@ -19,7 +19,21 @@
 namespace fak {
 
 enum class SafetensorsDtype {
-  kBool, kU8, kI8, kU16, kI16, kF16, kBF16, kU32, kI32, kF32, kU64, kI64, kF64, kF8_E4M3, kF8_E5M2,
+  kBool,
+  kU8,
+  kI8,
+  kU16,
+  kI16,
+  kF16,
+  kBF16,
+  kU32,
+  kI32,
+  kF32,
+  kU64,
+  kI64,
+  kF64,
+  kF8_E4M3,
+  kF8_E5M2,
 };
 std::optional<SafetensorsDtype> SafetensorsDtypeFromName(std::string_view name);
 std::string_view SafetensorsDtypeName(SafetensorsDtype d);

@@ -32,7 +32,9 @@ std::vector<uint8_t> BuildFile(const std::vector<Tensor>& ts, json meta = nullpt
   json h = json::object();
   std::vector<uint8_t> data;
   for (const auto& t : ts) {
-    h[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
+    h[t.name] = {{"dtype", t.dtype},
+                 {"shape", t.shape},
+                 {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
     data.insert(data.end(), t.bytes.begin(), t.bytes.end());
   }
   if (!meta.is_null()) h["__metadata__"] = meta;
@@ -40,7 +42,8 @@ std::vector<uint8_t> BuildFile(const std::vector<Tensor>& ts, json meta = nullpt
 }
 
 void WriteFile(const fs::path& p, const std::vector<uint8_t>& b) {
-  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), static_cast<long>(b.size()));
+  std::ofstream(p, std::ios::binary)
+      .write(reinterpret_cast<const char*>(b.data()), static_cast<long>(b.size()));
 }
 
 std::vector<uint8_t> F32Bytes(std::vector<float> v) {
@@ -110,7 +113,8 @@ TEST(SafetensorsMalformed, HeaderProblems) {
 TEST(SafetensorsMalformed, TensorEntryProblems) {
   std::vector<uint8_t> d(16, 0);
   ExpectErr(Build(R"({"t": {"shape": [4], "data_offsets": [0, 16]}})", d), "'dtype'");
-  ExpectErr(Build(R"({"t": {"dtype": "Q9", "shape": [4], "data_offsets": [0, 16]}})", d), "unknown dtype 'Q9'");
+  ExpectErr(Build(R"({"t": {"dtype": "Q9", "shape": [4], "data_offsets": [0, 16]}})", d),
+            "unknown dtype 'Q9'");
   ExpectErr(Build(R"({"t": {"dtype": "F32", "data_offsets": [0, 16]}})", d), "'shape'");
   ExpectErr(Build(R"({"t": {"dtype": "F32", "shape": [-4], "data_offsets": [0, 16]}})", d), "non-integer");
   ExpectErr(Build(R"({"t": {"dtype": "F32", "shape": [4]}})", d), "data_offsets");
@@ -118,13 +122,19 @@ TEST(SafetensorsMalformed, TensorEntryProblems) {
   ExpectErr(Build(R"({"t": {"dtype": "F32", "shape": [4], "data_offsets": [0, 32]}})", d), "past the end");
   ExpectErr(Build(R"({"t": {"dtype": "F32", "shape": [4], "data_offsets": [0, 18446744073709551615]}})", d),
             "past the end");
-  ExpectErr(Build(R"({"t": {"dtype": "F32", "shape": [3], "data_offsets": [0, 16]}})", d), "16 bytes of data for 3");
-  ExpectErr(Build(R"({"t": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 16]}})", d),
-            "overflows");
+  ExpectErr(Build(R"({"t": {"dtype": "F32", "shape": [3], "data_offsets": [0, 16]}})", d),
+            "16 bytes of data for 3");
+  ExpectErr(
+      Build(R"({"t": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 16]}})", d),
+      "overflows");
   ExpectErr(Build(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
-                      "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})", d), "overlap");
+                      "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
+                  d),
+            "overlap");
   ExpectErr(Build(R"({"t": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
-                      "t": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})", d), "duplicate tensor name 't'");
+                      "t": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})",
+                  d),
+            "duplicate tensor name 't'");
 }
 
 TEST(SafetensorsMalformed, TruncationAtEveryByteFails) {

@@ -83,7 +83,8 @@ class WeightLayout {
   virtual int64_t GroupRows() const = 0;
   virtual size_t GroupBytes(GgmlType type, int64_t cols) const = 0;
   // Converts n (<= GroupRows) GGUF rows into one group.
-  virtual Status Convert(GgmlType type, const uint8_t* rows, int64_t n, int64_t cols, uint8_t* group) const = 0;
+  virtual Status Convert(GgmlType type, const uint8_t* rows, int64_t n, int64_t cols,
+                         uint8_t* group) const = 0;
 };
 
 class Backend {

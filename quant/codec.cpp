@@ -30,10 +30,8 @@ bool Supported(GgmlType type) {
     case GgmlType::kQ8_0:
     case GgmlType::kQ4_K:
     case GgmlType::kQ6_K:
-    case GgmlType::kQ8_K:
-      return true;
-    default:
-      return false;
+    case GgmlType::kQ8_K: return true;
+    default: return false;
   }
 }
 
@@ -46,29 +44,14 @@ Status DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
   if (!Supported(type)) return Unsupported("dequantize: no codec for {}", GgmlTypeName(type));
   FAK_RETURN_IF_ERROR(CheckLength(type, n));
   switch (type) {
-    case GgmlType::kF32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
-      break;
-    case GgmlType::kF16:
-      DequantizeRowF16(static_cast<const uint16_t*>(src), dst, n);
-      break;
-    case GgmlType::kBF16:
-      DequantizeRowBf16(static_cast<const uint16_t*>(src), dst, n);
-      break;
-    case GgmlType::kQ8_0:
-      DequantizeRowQ8_0(static_cast<const BlockQ8_0*>(src), dst, n);
-      break;
-    case GgmlType::kQ4_K:
-      DequantizeRowQ4_K(static_cast<const BlockQ4_K*>(src), dst, n);
-      break;
-    case GgmlType::kQ6_K:
-      DequantizeRowQ6_K(static_cast<const BlockQ6_K*>(src), dst, n);
-      break;
-    case GgmlType::kQ8_K:
-      DequantizeRowQ8_K(static_cast<const BlockQ8_K*>(src), dst, n);
-      break;
-    default:
-      return Internal("dequantize: unhandled {}", GgmlTypeName(type));
+    case GgmlType::kF32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); break;
+    case GgmlType::kF16: DequantizeRowF16(static_cast<const uint16_t*>(src), dst, n); break;
+    case GgmlType::kBF16: DequantizeRowBf16(static_cast<const uint16_t*>(src), dst, n); break;
+    case GgmlType::kQ8_0: DequantizeRowQ8_0(static_cast<const BlockQ8_0*>(src), dst, n); break;
+    case GgmlType::kQ4_K: DequantizeRowQ4_K(static_cast<const BlockQ4_K*>(src), dst, n); break;
+    case GgmlType::kQ6_K: DequantizeRowQ6_K(static_cast<const BlockQ6_K*>(src), dst, n); break;
+    case GgmlType::kQ8_K: DequantizeRowQ8_K(static_cast<const BlockQ8_K*>(src), dst, n); break;
+    default: return Internal("dequantize: unhandled {}", GgmlTypeName(type));
   }
   return Status::Ok();
 }
@@ -77,29 +60,14 @@ Status QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n) {
   if (!Supported(type)) return Unsupported("quantize: no codec for {}", GgmlTypeName(type));
   FAK_RETURN_IF_ERROR(CheckLength(type, n));
   switch (type) {
-    case GgmlType::kF32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
-      break;
-    case GgmlType::kF16:
-      QuantizeRowF16(src, static_cast<uint16_t*>(dst), n);
-      break;
-    case GgmlType::kBF16:
-      QuantizeRowBf16(src, static_cast<uint16_t*>(dst), n);
-      break;
-    case GgmlType::kQ8_0:
-      QuantizeRowQ8_0(src, static_cast<BlockQ8_0*>(dst), n);
-      break;
-    case GgmlType::kQ4_K:
-      QuantizeRowQ4_K(src, static_cast<BlockQ4_K*>(dst), n);
-      break;
-    case GgmlType::kQ6_K:
-      QuantizeRowQ6_K(src, static_cast<BlockQ6_K*>(dst), n);
-      break;
-    case GgmlType::kQ8_K:
-      QuantizeRowQ8_K(src, static_cast<BlockQ8_K*>(dst), n);
-      break;
-    default:
-      return Internal("quantize: unhandled {}", GgmlTypeName(type));
+    case GgmlType::kF32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); break;
+    case GgmlType::kF16: QuantizeRowF16(src, static_cast<uint16_t*>(dst), n); break;
+    case GgmlType::kBF16: QuantizeRowBf16(src, static_cast<uint16_t*>(dst), n); break;
+    case GgmlType::kQ8_0: QuantizeRowQ8_0(src, static_cast<BlockQ8_0*>(dst), n); break;
+    case GgmlType::kQ4_K: QuantizeRowQ4_K(src, static_cast<BlockQ4_K*>(dst), n); break;
+    case GgmlType::kQ6_K: QuantizeRowQ6_K(src, static_cast<BlockQ6_K*>(dst), n); break;
+    case GgmlType::kQ8_K: QuantizeRowQ8_K(src, static_cast<BlockQ8_K*>(dst), n); break;
+    default: return Internal("quantize: unhandled {}", GgmlTypeName(type));
   }
   return Status::Ok();
 }

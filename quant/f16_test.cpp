@@ -14,10 +14,10 @@ TEST(F16, KnownValues) {
   EXPECT_EQ(Fp32ToFp16(65504.0f), 0x7BFF);
   EXPECT_EQ(Fp32ToFp16(65520.0f), 0x7C00);  // rounds up to inf
   EXPECT_EQ(Fp32ToFp16(65519.0f), 0x7BFF);
-  EXPECT_EQ(Fp32ToFp16(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
-  EXPECT_EQ(Fp32ToFp16(std::ldexp(1.0f, -25)), 0x0000);  // tie rounds to even (zero)
-  EXPECT_EQ(Fp32ToFp16(std::ldexp(3.0f, -25)), 0x0002);  // 1.5 ulp -> 2
-  EXPECT_EQ(Fp32ToFp16(std::ldexp(1.0f, -14)), 0x0400);  // smallest normal
+  EXPECT_EQ(Fp32ToFp16(std::ldexp(1.0f, -24)), 0x0001);         // smallest subnormal
+  EXPECT_EQ(Fp32ToFp16(std::ldexp(1.0f, -25)), 0x0000);         // tie rounds to even (zero)
+  EXPECT_EQ(Fp32ToFp16(std::ldexp(3.0f, -25)), 0x0002);         // 1.5 ulp -> 2
+  EXPECT_EQ(Fp32ToFp16(std::ldexp(1.0f, -14)), 0x0400);         // smallest normal
   EXPECT_EQ(Fp32ToFp16(1.0f + std::ldexp(1.0f, -11)), 0x3C00);  // tie to even
   EXPECT_EQ(Fp32ToFp16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3C02);
   EXPECT_EQ(Fp32ToFp16(INFINITY), 0x7C00);
@@ -33,8 +33,9 @@ TEST(F16, EveryHalfRoundTrips) {
     if (std::isnan(f)) continue;
     // Value check against an independent formula.
     const int e = (h >> 10) & 31, m = h & 1023;
-    const double expect = (h & 0x8000 ? -1.0 : 1.0) *
-                          (e == 0 ? std::ldexp(m, -24) : e == 31 ? INFINITY : std::ldexp(1024 + m, e - 25));
+    const double expect = (h & 0x8000 ? -1.0 : 1.0) * (e == 0    ? std::ldexp(m, -24)
+                                                       : e == 31 ? INFINITY
+                                                                 : std::ldexp(1024 + m, e - 25));
     ASSERT_EQ(static_cast<double>(f), expect) << h;
     ASSERT_EQ(Fp32ToFp16(f), h) << h;
   }
@@ -50,8 +51,12 @@ TEST(F16, RoundsToNearest) {
     if (std::isinf(y)) continue;
     // No other finite half is closer.
     const float lo = Fp16ToFp32(static_cast<uint16_t>(h - 1)), hi = Fp16ToFp32(static_cast<uint16_t>(h + 1));
-    if (!std::isnan(lo)) { EXPECT_LE(std::fabs(y - x), std::fabs(lo - x)); }
-    if (!std::isnan(hi) && (h & 0x7FFF) != 0x7BFF) { EXPECT_LE(std::fabs(y - x), std::fabs(hi - x)); }
+    if (!std::isnan(lo)) {
+      EXPECT_LE(std::fabs(y - x), std::fabs(lo - x));
+    }
+    if (!std::isnan(hi) && (h & 0x7FFF) != 0x7BFF) {
+      EXPECT_LE(std::fabs(y - x), std::fabs(hi - x));
+    }
   }
 }
 

@@ -36,10 +36,10 @@ TEST(GgufDequant, MatchesGgufPyHashes) {
         Status s = DequantizeRow(t->type, t->data + r * row_bytes, out.data() + r * row, row);
         ASSERT_TRUE(s.ok()) << file << ": " << name << ": " << s.ToString();
       }
-      const std::string hex = Sha256Hex(
-          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(out.data()), out.size() * 4));
-      EXPECT_EQ(hex, info["dequant_f32_sha256"].get<std::string>()) << file << ": " << name << " ("
-                                                                     << info["type"] << ")";
+      const std::string hex =
+          Sha256Hex(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(out.data()), out.size() * 4));
+      EXPECT_EQ(hex, info["dequant_f32_sha256"].get<std::string>())
+          << file << ": " << name << " (" << info["type"] << ")";
       for (size_t i = 0; i < 8 && i < out.size(); ++i) EXPECT_EQ(out[i], info["first8"][i].get<float>());
       ++checked;
     }

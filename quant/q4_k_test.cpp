@@ -29,8 +29,10 @@ std::vector<uint8_t> BuildQ4_K(uint16_t d, uint16_t dmin, const int* sc, const i
   uint8_t* qs = raw.data() + 16;
   for (int i = 0; i < 256; ++i) {
     const int chunk = i / 64, within = i % 64;
-    if (within < 32) qs[32 * chunk + within] |= static_cast<uint8_t>(q[i]);
-    else qs[32 * chunk + within - 32] |= static_cast<uint8_t>(q[i] * 16);
+    if (within < 32)
+      qs[32 * chunk + within] |= static_cast<uint8_t>(q[i]);
+    else
+      qs[32 * chunk + within - 32] |= static_cast<uint8_t>(q[i] * 16);
   }
   return raw;
 }
@@ -117,9 +119,9 @@ TEST(Q4_K, QuantizerBytesArePinned) {
   std::normal_distribution<float> normal(0.0f, 0.02f);
   std::vector<float> x(256 * 64);
   for (float& v : x) v = normal(rng);
-  for (int i = 0; i < 256; ++i) x[256 * 7 + i] = 0.0f;  // an all-zero block
+  for (int i = 0; i < 256; ++i) x[256 * 7 + i] = 0.0f;                               // an all-zero block
   for (int i = 0; i < 256; ++i) x[256 * 9 + i] = 1e-3f * static_cast<float>(i % 7);  // few distinct values
-  x[100] = 0.5f;  // an outlier
+  x[100] = 0.5f;                                                                     // an outlier
   std::vector<BlockQ4_K> y(64);
   QuantizeRowQ4_K(x.data(), y.data(), static_cast<int64_t>(x.size()));
   // FNV-1a 64 over the bytes (no OpenSSL here: this test also runs in the arm64 cross build).

@@ -14,7 +14,7 @@ namespace fak {
 // small range gives the same result as with std::nearbyint; NaN stays NaN.
 inline float RoundHalfEven(float v) {
   constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
-  return (v + kMagic) - kMagic;  // the project builds without -ffast-math, which would fold this to v
+  return (v + kMagic) - kMagic;          // the project builds without -ffast-math, which would fold this to v
 }
 
 }  // namespace fak

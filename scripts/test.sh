@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite: sanitizer build + tests, fuzzing for a bounded time, NEON kernels under
-# qemu, and last the Release build's ctest (whose summary line closes the output).
+# The whole test suite: clang-format, sanitizer build + tests, fuzzing for a bounded time, NEON
+# kernels under qemu, clang-tidy over the engine core, and last the Release build's ctest (whose
+# summary line closes the output).
 # Run scripts/setup.sh first (the README's test command does).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,12 +25,14 @@ asan() {
     ctest --test-dir build-asan --output-on-failure -j "$jobs" --timeout 600
 }
 
+step "clang-format" scripts/check-format.sh
 step "asan+ubsan tests" asan
 step "fuzz (${fuzz_secs}s per target)" scripts/fuzz.sh "$fuzz_secs"
 if [ -x scripts/test-neon.sh ]; then
   step "neon kernels under qemu-aarch64" scripts/test-neon.sh
 fi
 step "release build" ninja -C build -j "$jobs"
+step "clang-tidy (engine core)" scripts/tidy.sh
 if [ ${#failed[@]} -gt 0 ]; then
   echo "== failed steps: ${failed[*]}"
 fi

@@ -36,13 +36,15 @@ RunResult RunFak(const std::string& args) {
 }
 
 fs::path TempDir() {
-  fs::path d = fs::temp_directory_path() / ("fak_cli_test_" + std::to_string(getpid()));  // ctest runs tests in parallel
+  fs::path d = fs::temp_directory_path() /
+               ("fak_cli_test_" + std::to_string(getpid()));  // ctest runs tests in parallel
   fs::create_directories(d);
   return d;
 }
 
 void WriteBytes(const fs::path& p, const std::vector<uint8_t>& b) {
-  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), static_cast<long>(b.size()));
+  std::ofstream(p, std::ios::binary)
+      .write(reinterpret_cast<const char*>(b.data()), static_cast<long>(b.size()));
 }
 
 TEST(FakCli, Version) {
@@ -78,7 +80,8 @@ TEST(FakCli, InspectHfCheckpoint) {
   std::ofstream(dir / "config.json") << R"({"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"],
     "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4,
     "num_key_value_heads": 2, "vocab_size": 10, "tie_word_embeddings": true})";
-  nlohmann::json h = {{"model.embed_tokens.weight", {{"dtype", "BF16"}, {"shape", {10, 64}}, {"data_offsets", {0, 1280}}}}};
+  nlohmann::json h = {
+      {"model.embed_tokens.weight", {{"dtype", "BF16"}, {"shape", {10, 64}}, {"data_offsets", {0, 1280}}}}};
   std::string hs = h.dump();
   std::vector<uint8_t> b(8);
   uint64_t n = hs.size();
@@ -104,17 +107,27 @@ struct BadCase {
 TEST(FakCli, MalformedFilesExitNonZeroWithMessage) {
   using fak::testing::GgufBytes;
   std::vector<BadCase> cases;
-  cases.push_back({"magic.gguf", GgufBytes().Pod<uint32_t>(0x46554746).Pod<uint32_t>(3).Zeros(16).bytes, "bad magic"});
+  cases.push_back(
+      {"magic.gguf", GgufBytes().Pod<uint32_t>(0x46554746).Pod<uint32_t>(3).Zeros(16).bytes, "bad magic"});
   cases.push_back({"version.gguf", GgufBytes().Header(9, 0, 0).bytes, "GGUF version 9"});
   cases.push_back({"trunc.gguf", GgufBytes().Header(3, 0, 1).Str("general.name").bytes, "truncated"});
   cases.push_back({"count.gguf", GgufBytes().Header(3, ~0ull, 0).bytes, "tensor count"});
-  cases.push_back({"strlen.gguf", GgufBytes().Header(3, 0, 1).Pod<uint64_t>(~0ull).Zeros(16).bytes, "key length"});
-  cases.push_back({"offset.gguf", GgufBytes().Header(3, 1, 0).TensorInfo("w", {32}, 0, 1 << 20).Align().Zeros(128).bytes,
+  cases.push_back(
+      {"strlen.gguf", GgufBytes().Header(3, 0, 1).Pod<uint64_t>(~0ull).Zeros(16).bytes, "key length"});
+  cases.push_back({"offset.gguf",
+                   GgufBytes().Header(3, 1, 0).TensorInfo("w", {32}, 0, 1 << 20).Align().Zeros(128).bytes,
                    "past the end"});
-  cases.push_back({"align.gguf", GgufBytes().Header(3, 1, 0).TensorInfo("w", {32}, 0, 8).Align().Zeros(256).bytes,
+  cases.push_back({"align.gguf",
+                   GgufBytes().Header(3, 1, 0).TensorInfo("w", {32}, 0, 8).Align().Zeros(256).bytes,
                    "not aligned"});
   cases.push_back({"dup.gguf",
-                   GgufBytes().Header(3, 2, 0).TensorInfo("w", {32}, 0, 0).TensorInfo("w", {32}, 0, 128).Align().Zeros(256).bytes,
+                   GgufBytes()
+                       .Header(3, 2, 0)
+                       .TensorInfo("w", {32}, 0, 0)
+                       .TensorInfo("w", {32}, 0, 128)
+                       .Align()
+                       .Zeros(256)
+                       .bytes,
                    "duplicate tensor name"});
   std::string notjson = "{\"a\": [1, 2";
   std::vector<uint8_t> st(8);
@@ -142,8 +155,9 @@ TEST(FakCli, MalformedFilesExitNonZeroWithMessage) {
 TEST(FakCli, RunMatchesLlamaCppGreedyAndDumpsLogits) {
   const std::string model = "../shared/fixtures/llamacpp-tiny/tiny-llama-f16.gguf";
   const fs::path npy = TempDir() / "logits.npy";
-  RunResult r = RunFak("run -m " + model + " -p 'Once upon a time' -n 16 --no-special --print-ids -t 2 --dump-logits " +
-                       npy.string());
+  RunResult r =
+      RunFak("run -m " + model + " -p 'Once upon a time' -n 16 --no-special --print-ids -t 2 --dump-logits " +
+             npy.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::ifstream in("../shared/fixtures/llamacpp-tiny/expected/f16-p1.json");
   auto want = nlohmann::json::parse(in);
@@ -160,7 +174,8 @@ TEST(FakCli, RunBadInputExitsNonZero) {
   RunResult ctx = RunFak("run -m " + model + " -c 4 -p 'one two three four five six seven eight'");
   EXPECT_EQ(ctx.exit_code, 1);
   EXPECT_NE(ctx.output.find("exceeds the context length 4"), std::string::npos) << ctx.output;
-  RunResult tok = RunFak("run -m " + model + " --tokenizer ../shared/fixtures/tokenizers/qwen3/tokenizer.json -p hi");
+  RunResult tok =
+      RunFak("run -m " + model + " --tokenizer ../shared/fixtures/tokenizers/qwen3/tokenizer.json -p hi");
   EXPECT_EQ(tok.exit_code, 1);
   EXPECT_NE(tok.output.find("vocabulary (vocab_size) is 32000"), std::string::npos) << tok.output;
   RunResult quant = RunFak("run -m " + model + " --quant q3 -p hi");
@@ -182,7 +197,8 @@ TEST(FakCli, TokenizeAndTemplate) {
   EXPECT_EQ(nlohmann::json::parse(t.output), nlohmann::json::parse("[15496, 995]"));
   fs::path msgs = TempDir() / "messages.json";
   std::ofstream(msgs) << R"([{"role": "user", "content": "Hi"}])";
-  RunResult c = RunFak("template -m ../shared/fixtures/tokenizers/qwen3 -f " + msgs.string() + " --add-generation-prompt");
+  RunResult c = RunFak("template -m ../shared/fixtures/tokenizers/qwen3 -f " + msgs.string() +
+                       " --add-generation-prompt");
   ASSERT_EQ(c.exit_code, 0) << c.output;
   EXPECT_EQ(c.output, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 }

@@ -83,7 +83,8 @@ void RegisterBenchCompare(CLI::App* bench_cmd, Context& ctx);  // cmd_compare.cp
 void RegisterBenchBatch(CLI::App* bench_cmd, Context& ctx);    // cmd_bench_batch.cpp
 
 void RegisterBench(CLI::App& app, Context& ctx) {
-  auto* cmd = app.add_subcommand("bench", "Throughput: prefill (ppN) and decode (tgN) tokens/s, like llama-bench");
+  auto* cmd =
+      app.add_subcommand("bench", "Throughput: prefill (ppN) and decode (tgN) tokens/s, like llama-bench");
   static ModelFlags mf;
   static std::string pp = "512", tg = "128";
   static int reps = 5;
@@ -95,7 +96,8 @@ void RegisterBench(CLI::App& app, Context& ctx) {
   cmd->add_option("-r,--repetitions", reps, "Timed repetitions per test");
   cmd->add_flag("--json", as_json, "Print JSON");
 
-  auto* kern = cmd->add_subcommand("kernels", "CPU kernel GB/s and GOPS against measured bandwidth and int8 peak");
+  auto* kern =
+      cmd->add_subcommand("kernels", "CPU kernel GB/s and GOPS against measured bandwidth and int8 peak");
   static bench::KernelBenchOptions ko;
   kern->add_option("-t,--threads", ko.threads, "Threads");
   kern->add_option("--seconds", ko.min_seconds, "Minimum seconds per measurement");
@@ -124,8 +126,10 @@ void RegisterBench(CLI::App& app, Context& ctx) {
     }
     const Model& m = *loaded->model;
     std::vector<std::pair<std::string, int64_t>> tests;
-    for (int64_t n : ParseList(pp)) if (n > 0) tests.emplace_back("pp", n);
-    for (int64_t n : ParseList(tg)) if (n > 0) tests.emplace_back("tg", n);
+    for (int64_t n : ParseList(pp))
+      if (n > 0) tests.emplace_back("pp", n);
+    for (int64_t n : ParseList(tg))
+      if (n > 0) tests.emplace_back("tg", n);
     int64_t need = 16;
     for (const auto& t : tests) need = std::max(need, t.second);
     auto session = CreateSession(mf, *loaded, need);
@@ -147,16 +151,25 @@ void RegisterBench(CLI::App& app, Context& ctx) {
         if (r > 0) samples.push_back(*tps);
       }
       Stats st = Summarize(samples);
-      results.push_back({{"test", kind + std::to_string(n)}, {"tokens_per_second", st.mean},
-                         {"stddev", st.stddev}, {"samples", st.samples},
-                         {"weight_gb_per_second", kind == "tg" ? st.mean * static_cast<double>(step_bytes) / 1e9 : 0}});
+      results.push_back(
+          {{"test", kind + std::to_string(n)},
+           {"tokens_per_second", st.mean},
+           {"stddev", st.stddev},
+           {"samples", st.samples},
+           {"weight_gb_per_second", kind == "tg" ? st.mean * static_cast<double>(step_bytes) / 1e9 : 0}});
     }
     const std::string type = std::string(GgmlTypeName(MainWeightType(m)));
-    nlohmann::json doc = {
-        {"model", mf.model}, {"arch", m.config.arch}, {"weights", type},
-        {"weight_bytes", m.weight_bytes}, {"decode_step_bytes", step_bytes}, {"threads", loaded->backend->threads()},
-        {"isa", std::string(cpu::IsaName(cpu::Kernels().isa))}, {"cpu", GetCpuFeatures().model_name},
-        {"load_seconds", m.load_seconds}, {"peak_rss_mib", PeakRssMiB()}, {"results", results}};
+    nlohmann::json doc = {{"model", mf.model},
+                          {"arch", m.config.arch},
+                          {"weights", type},
+                          {"weight_bytes", m.weight_bytes},
+                          {"decode_step_bytes", step_bytes},
+                          {"threads", loaded->backend->threads()},
+                          {"isa", std::string(cpu::IsaName(cpu::Kernels().isa))},
+                          {"cpu", GetCpuFeatures().model_name},
+                          {"load_seconds", m.load_seconds},
+                          {"peak_rss_mib", PeakRssMiB()},
+                          {"results", results}};
     if (as_json) {
       fmt::print("{}\n", doc.dump(2));
       return;
@@ -165,8 +178,8 @@ void RegisterBench(CLI::App& app, Context& ctx) {
     for (const auto& r : results) {
       fmt::print("| {} | {} | {:.2f} GiB | {} | {} | {} | {:.2f} ± {:.2f} |\n", m.config.arch, type,
                  static_cast<double>(m.weight_bytes) / (1ull << 30), loaded->backend->threads(),
-                 cpu::IsaName(cpu::Kernels().isa), r["test"].get<std::string>(), r["tokens_per_second"].get<double>(),
-                 r["stddev"].get<double>());
+                 cpu::IsaName(cpu::Kernels().isa), r["test"].get<std::string>(),
+                 r["tokens_per_second"].get<double>(), r["stddev"].get<double>());
     }
     fmt::print("\nload {:.2f} s, peak RSS {:.0f} MiB\n", m.load_seconds, PeakRssMiB());
   });

@@ -83,8 +83,9 @@ Result<BatchRun> RunBatch(Runtime& rt, int64_t B, int64_t p, int64_t n, int64_t 
       const size_t bi = static_cast<size_t>(b);
       const int64_t take = std::min(p - done[bi], ubatch - rows);
       const bool last = done[bi] + take == p;
-      work.push_back({seqs[bi].get(), std::span<const int32_t>(prompts[bi]).subspan(static_cast<size_t>(done[bi]),
-                                                                                      static_cast<size_t>(take)),
+      work.push_back({seqs[bi].get(),
+                      std::span<const int32_t>(prompts[bi])
+                          .subspan(static_cast<size_t>(done[bi]), static_cast<size_t>(take)),
                       false, last ? &logits[bi * static_cast<size_t>(vocab)] : nullptr});
       rows += take;
     }
@@ -102,8 +103,10 @@ Result<BatchRun> RunBatch(Runtime& rt, int64_t B, int64_t p, int64_t n, int64_t 
   for (int64_t step = 0; step < n; ++step) {
     for (int64_t b = 0; b < B; ++b) {
       const size_t bi = static_cast<size_t>(b);
-      next[bi] = Argmax(std::span<const float>(&logits[bi * static_cast<size_t>(vocab)], static_cast<size_t>(vocab)));
-      work[bi] = {seqs[bi].get(), std::span<const int32_t>(&next[bi], 1), false, &logits[bi * static_cast<size_t>(vocab)]};
+      next[bi] = Argmax(
+          std::span<const float>(&logits[bi * static_cast<size_t>(vocab)], static_cast<size_t>(vocab)));
+      work[bi] = {seqs[bi].get(), std::span<const int32_t>(&next[bi], 1), false,
+                  &logits[bi * static_cast<size_t>(vocab)]};
     }
     Timer st;
     FAK_RETURN_IF_ERROR(rt.Forward(work));
@@ -116,8 +119,9 @@ Result<BatchRun> RunBatch(Runtime& rt, int64_t B, int64_t p, int64_t n, int64_t 
 }  // namespace
 
 void RegisterBenchBatch(CLI::App* bench_cmd, Context& ctx) {
-  auto* cmd = bench_cmd->add_subcommand("batch", "B concurrent sequences through the batched runtime "
-                                                 "(llama-batched-bench shapes): aggregate prefill and decode tok/s");
+  auto* cmd = bench_cmd->add_subcommand("batch",
+                                        "B concurrent sequences through the batched runtime "
+                                        "(llama-batched-bench shapes): aggregate prefill and decode tok/s");
   static ModelFlags mf;
   static std::string b_list = "1,2,4,8,16,32";
   static int64_t p = 128, n = 64, ubatch = 512;
@@ -177,9 +181,15 @@ void RegisterBenchBatch(CLI::App* bench_cmd, Context& ctx) {
         for (double y : v) x += y;
         return x / static_cast<double>(v.size());
       };
-      rows.push_back({{"batch", B}, {"n_prompt", p}, {"n_gen", n}, {"prefill_tok_s", mean(pre)},
-                      {"decode_tok_s", mean(dec)}, {"itl_p50_ms", Percentile(steps, 0.5)},
-                      {"itl_p95_ms", Percentile(steps, 0.95)}, {"prefill_samples", pre}, {"decode_samples", dec}});
+      rows.push_back({{"batch", B},
+                      {"n_prompt", p},
+                      {"n_gen", n},
+                      {"prefill_tok_s", mean(pre)},
+                      {"decode_tok_s", mean(dec)},
+                      {"itl_p50_ms", Percentile(steps, 0.5)},
+                      {"itl_p95_ms", Percentile(steps, 0.95)},
+                      {"prefill_samples", pre},
+                      {"decode_samples", dec}});
     }
     nlohmann::json doc = {{"model", mf.model},
                           {"arch", m.config.arch},
@@ -197,8 +207,8 @@ void RegisterBenchBatch(CLI::App* bench_cmd, Context& ctx) {
     fmt::print("|---:|---:|---:|---:|---:|---:|---:|\n");
     for (const auto& r : rows) {
       fmt::print("| {} | {} | {} | {:.1f} | {:.1f} | {:.2f} | {:.2f} |\n", r["batch"].get<int64_t>(), p, n,
-                 r["prefill_tok_s"].get<double>(), r["decode_tok_s"].get<double>(), r["itl_p50_ms"].get<double>(),
-                 r["itl_p95_ms"].get<double>());
+                 r["prefill_tok_s"].get<double>(), r["decode_tok_s"].get<double>(),
+                 r["itl_p50_ms"].get<double>(), r["itl_p95_ms"].get<double>());
     }
   });
 }

@@ -49,26 +49,33 @@ void AddTotals(json& doc) {
     params += t["elements"].get<uint64_t>();
     by_type[t["type"].get<std::string>()] += t["elements"].get<uint64_t>();
   }
-  doc["totals"] = {{"tensors", doc["tensors"].size()}, {"bytes", bytes}, {"parameters", params},
+  doc["totals"] = {{"tensors", doc["tensors"].size()},
+                   {"bytes", bytes},
+                   {"parameters", params},
                    {"parameters_by_type", by_type}};
 }
 
 Result<json> InspectGguf(const std::string& path) {
   FAK_ASSIGN_OR_RETURN(GgufFile f, GgufFile::Open(path));
-  json doc = {{"format", "gguf"}, {"path", path}, {"version", f.version()}, {"file_bytes", f.file_size()},
+  json doc = {{"format", "gguf"},           {"path", path},
+              {"version", f.version()},     {"file_bytes", f.file_size()},
               {"alignment", f.alignment()}, {"data_offset", f.data_offset()}};
   json meta = json::object();
   for (const auto& [k, v] : f.metadata()) meta[k] = ValueToJson(v, /*full=*/false);
   doc["metadata"] = meta;
   json tensors = json::array();
   for (const auto& t : f.tensors()) {
-    tensors.push_back({{"name", t.name}, {"type", std::string(GgmlTypeName(t.type))}, {"shape", ShapeJson(t.shape)},
-                       {"elements", t.n_elements}, {"bytes", t.n_bytes}, {"offset", f.data_offset() + t.offset}});
+    tensors.push_back({{"name", t.name},
+                       {"type", std::string(GgmlTypeName(t.type))},
+                       {"shape", ShapeJson(t.shape)},
+                       {"elements", t.n_elements},
+                       {"bytes", t.n_bytes},
+                       {"offset", f.data_offset() + t.offset}});
   }
   doc["tensors"] = tensors;
   auto cfg = ModelConfigFromGguf(f);
   if (cfg.ok()) {
-    doc["model"] = {{"arch", cfg->arch}, {"n_layer", cfg->n_layer}, {"d_model", cfg->d_model},
+    doc["model"] = {{"arch", cfg->arch},     {"n_layer", cfg->n_layer},     {"d_model", cfg->d_model},
                     {"n_head", cfg->n_head}, {"n_kv_head", cfg->n_kv_head}, {"vocab_size", cfg->vocab_size}};
   }
   AddTotals(doc);
@@ -78,8 +85,11 @@ Result<json> InspectGguf(const std::string& path) {
 json SafetensorsTensors(const std::vector<const SafetensorsTensor*>& ts) {
   json tensors = json::array();
   for (const auto* t : ts) {
-    tensors.push_back({{"name", t->name}, {"type", std::string(SafetensorsDtypeName(t->dtype))},
-                       {"shape", ShapeJson(t->shape)}, {"elements", t->n_elements}, {"bytes", t->n_bytes}});
+    tensors.push_back({{"name", t->name},
+                       {"type", std::string(SafetensorsDtypeName(t->dtype))},
+                       {"shape", ShapeJson(t->shape)},
+                       {"elements", t->n_elements},
+                       {"bytes", t->n_bytes}});
   }
   return tensors;
 }
@@ -99,11 +109,19 @@ Result<json> InspectSafetensors(const std::string& path) {
   if (fs::is_directory(path) && fs::exists(fs::path(path) / "config.json")) {
     FAK_ASSIGN_OR_RETURN(ModelConfig c, ModelConfigFromHfDir(path));
     doc["format"] = "huggingface";
-    doc["model"] = {{"arch", c.arch}, {"hf_architecture", c.hf_architecture}, {"n_layer", c.n_layer},
-                    {"d_model", c.d_model}, {"n_head", c.n_head}, {"n_kv_head", c.n_kv_head},
-                    {"head_dim", c.head_dim}, {"d_ffn", c.d_ffn}, {"vocab_size", c.vocab_size},
-                    {"rope_theta", c.rope.theta}, {"rope_scaling", RopeScalingName(c.rope.scaling)},
-                    {"tied_embeddings", c.tied_embeddings}, {"torch_dtype", c.torch_dtype}};
+    doc["model"] = {{"arch", c.arch},
+                    {"hf_architecture", c.hf_architecture},
+                    {"n_layer", c.n_layer},
+                    {"d_model", c.d_model},
+                    {"n_head", c.n_head},
+                    {"n_kv_head", c.n_kv_head},
+                    {"head_dim", c.head_dim},
+                    {"d_ffn", c.d_ffn},
+                    {"vocab_size", c.vocab_size},
+                    {"rope_theta", c.rope.theta},
+                    {"rope_scaling", RopeScalingName(c.rope.scaling)},
+                    {"tied_embeddings", c.tied_embeddings},
+                    {"torch_dtype", c.torch_dtype}};
   }
   AddTotals(doc);
   return doc;
@@ -157,7 +175,8 @@ void PrintText(const json& doc) {
   }
   if (doc.contains("model")) {
     fmt::print("\nmodel:\n");
-    for (auto it = doc["model"].begin(); it != doc["model"].end(); ++it) fmt::print("  {:<18} {}\n", it.key(), it.value().dump());
+    for (auto it = doc["model"].begin(); it != doc["model"].end(); ++it)
+      fmt::print("  {:<18} {}\n", it.key(), it.value().dump());
   }
   fmt::print("\nmetadata ({} keys):\n", doc["metadata"].size());
   for (auto it = doc["metadata"].begin(); it != doc["metadata"].end(); ++it) {
@@ -168,13 +187,15 @@ void PrintText(const json& doc) {
                       val["head"].dump());
     }
     if (v.size() > 100) v = v.substr(0, 97) + "...";
-    for (char& c : v) if (c == '\n') c = ' ';
+    for (char& c : v)
+      if (c == '\n') c = ' ';
     fmt::print("  {:<40} {}\n", it.key(), v);
   }
   fmt::print("\ntensors:\n  {:<48} {:<6} {:<22} {:>12}\n", "name", "type", "shape", "bytes");
   for (const auto& t : doc["tensors"]) {
     std::string shape;
-    for (const auto& d : t["shape"]) shape += (shape.empty() ? "" : " x ") + std::to_string(d.get<uint64_t>());
+    for (const auto& d : t["shape"])
+      shape += (shape.empty() ? "" : " x ") + std::to_string(d.get<uint64_t>());
     fmt::print("  {:<48} {:<6} {:<22} {:>12}\n", t["name"].get<std::string>(), t["type"].get<std::string>(),
                shape.empty() ? "scalar" : shape, t["bytes"].get<uint64_t>());
   }

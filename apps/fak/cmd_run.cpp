@@ -8,11 +8,11 @@
 
 #include "apps/fak/commands.h"
 #include "apps/fak/model_flags.h"
+#include "apps/fak/template_cli.h"
 #include "core/npy.h"
 #include "engine/generate.h"
 #include "engine/session.h"
 #include "tokenizer/chat_template.h"
-#include "apps/fak/template_cli.h"
 
 namespace fak::cli {
 namespace {
@@ -24,13 +24,15 @@ bool StreamToStdout(const std::string& text) {
 }
 
 void PrintTimings(const GenerateResult& r) {
-  const double pp = r.prefill_seconds > 0 ? (r.prompt_ids.size() - r.cached_prompt_tokens) / r.prefill_seconds : 0;
+  const double pp =
+      r.prefill_seconds > 0 ? (r.prompt_ids.size() - r.cached_prompt_tokens) / r.prefill_seconds : 0;
   const double tg = r.decode_seconds > 0 ? r.output_ids.size() / r.decode_seconds : 0;
-  std::fprintf(stderr,
-               "\nfak: prompt %zu tokens (%lld cached) in %.1f ms (%.1f tok/s); generated %zu tokens in %.1f ms "
-               "(%.1f tok/s); stop: %s\n",
-               r.prompt_ids.size(), static_cast<long long>(r.cached_prompt_tokens), r.prefill_seconds * 1e3, pp,
-               r.output_ids.size(), r.decode_seconds * 1e3, tg, r.stop_reason.c_str());
+  std::fprintf(
+      stderr,
+      "\nfak: prompt %zu tokens (%lld cached) in %.1f ms (%.1f tok/s); generated %zu tokens in %.1f ms "
+      "(%.1f tok/s); stop: %s\n",
+      r.prompt_ids.size(), static_cast<long long>(r.cached_prompt_tokens), r.prefill_seconds * 1e3, pp,
+      r.output_ids.size(), r.decode_seconds * 1e3, tg, r.stop_reason.c_str());
 }
 
 }  // namespace
@@ -49,7 +51,8 @@ void RegisterRun(CLI::App& app, Context& ctx) {
   cmd->add_option("-f,--file", prompt_file, "Read the prompt from a file");
   cmd->add_option("-n,--n-predict", n_predict, "Tokens to generate");
   cmd->add_option("--stop", stop, "Stop before this string (repeatable)");
-  cmd->add_option("--dump-logits", dump_logits, "Write the logits of every generated position (float32 .npy)");
+  cmd->add_option("--dump-logits", dump_logits,
+                  "Write the logits of every generated position (float32 .npy)");
   cmd->add_flag("--no-special", no_special, "Add no BOS and do not parse special tokens in the prompt");
   cmd->add_flag("--ignore-eos", ignore_eos, "Keep generating past end-of-sequence");
   cmd->add_flag("--print-ids", print_ids, "Print the prompt and generated token ids as JSON on stderr");
@@ -99,12 +102,14 @@ void RegisterRun(CLI::App& app, Context& ctx) {
     std::fputc('\n', stdout);
     PrintTimings(*r);
     if (print_ids) {
-      std::fprintf(stderr, "%s\n",
-                   nlohmann::json({{"prompt_ids", r->prompt_ids}, {"output_ids", r->output_ids}}).dump().c_str());
+      std::fprintf(
+          stderr, "%s\n",
+          nlohmann::json({{"prompt_ids", r->prompt_ids}, {"output_ids", r->output_ids}}).dump().c_str());
     }
     if (!dump_logits.empty()) {
       const int64_t vocab = loaded->model->config.vocab_size;
-      Status s = WriteNpyF32(dump_logits, {static_cast<int64_t>(r->output_ids.size()), vocab}, r->logits.data());
+      Status s =
+          WriteNpyF32(dump_logits, {static_cast<int64_t>(r->output_ids.size()), vocab}, r->logits.data());
       if (!s.ok()) ctx.exit_code = Fail(s.ToString());
     }
   });

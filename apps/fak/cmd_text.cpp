@@ -10,7 +10,8 @@ namespace fak::cli {
 void RegisterTokenize(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("tokenize", "Encode text with a model's tokenizer");
   static TokenizeOptions o;
-  cmd->add_option("-m,--model", o.model, "GGUF file, tokenizer.json, tokenizer.model or model folder")->required();
+  cmd->add_option("-m,--model", o.model, "GGUF file, tokenizer.json, tokenizer.model or model folder")
+      ->required();
   cmd->add_option("-f,--file", o.file, "Read the text from this file");
   cmd->add_option("text", o.text, "Text to encode");
   cmd->add_flag("--ids", o.ids_only, "Print a JSON array of ids only");
@@ -29,8 +30,10 @@ void RegisterTemplate(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("template", "Render a model's chat template over messages.json");
   static TemplateOptions o;
   static bool gen = false, no_gen = false;
-  cmd->add_option("-m,--model", o.model_path, "GGUF file or model folder with tokenizer_config.json")->required();
-  cmd->add_option("-f,--file", o.messages_path, "messages.json: an array of messages or {messages, tools, ...}")
+  cmd->add_option("-m,--model", o.model_path, "GGUF file or model folder with tokenizer_config.json")
+      ->required();
+  cmd->add_option("-f,--file", o.messages_path,
+                  "messages.json: an array of messages or {messages, tools, ...}")
       ->required();
   cmd->add_option("--template-name", o.template_name, "Named template (tool_use, ...)");
   cmd->add_flag("--add-generation-prompt", gen, "End with the assistant turn's opening");

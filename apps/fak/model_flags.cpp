@@ -8,7 +8,8 @@ namespace fak::cli {
 
 void ModelFlags::Add(CLI::App* cmd) {
   cmd->add_option("-m,--model", model, "GGUF file or HuggingFace checkpoint folder")->required();
-  cmd->add_option("--tokenizer", tokenizer, "Tokenizer (.gguf, tokenizer.json or folder); default: the model's");
+  cmd->add_option("--tokenizer", tokenizer,
+                  "Tokenizer (.gguf, tokenizer.json or folder); default: the model's");
   cmd->add_option("--quant", quant, "Weights at load: keep, f32, bf16, f16, q8_0, q4_k");
   cmd->add_option("-t,--threads", threads, "Threads (default: FAK_THREADS or all CPUs)");
   cmd->add_option("-c,--ctx", ctx, "Context length");
@@ -30,14 +31,16 @@ void SamplingFlags::Add(CLI::App* cmd) {
 }
 
 Result<RuntimeOptions> RuntimeOptionsFor(const ModelFlags& f, int64_t min_context) {
-  if (f.kv_type != "f16" && f.kv_type != "f32") return InvalidArgument("unknown --kv-type '{}' (want f16 or f32)", f.kv_type);
+  if (f.kv_type != "f16" && f.kv_type != "f32")
+    return InvalidArgument("unknown --kv-type '{}' (want f16 or f32)", f.kv_type);
   RuntimeOptions o;
   o.max_context = std::max(f.ctx, min_context);
   o.kv_f32 = f.kv_type == "f32";
   return o;
 }
 
-Status CreateRuntime(const ModelFlags& flags, LoadedModel& loaded, int64_t min_context, int64_t max_sequences) {
+Status CreateRuntime(const ModelFlags& flags, LoadedModel& loaded, int64_t min_context,
+                     int64_t max_sequences) {
   FAK_ASSIGN_OR_RETURN(RuntimeOptions o, RuntimeOptionsFor(flags, min_context));
   o.max_sequences = max_sequences;
   loaded.runtime.reset();
@@ -45,7 +48,8 @@ Status CreateRuntime(const ModelFlags& flags, LoadedModel& loaded, int64_t min_c
   return Status::Ok();
 }
 
-Result<std::unique_ptr<Session>> CreateSession(const ModelFlags& flags, LoadedModel& loaded, int64_t min_context) {
+Result<std::unique_ptr<Session>> CreateSession(const ModelFlags& flags, LoadedModel& loaded,
+                                               int64_t min_context) {
   FAK_RETURN_IF_ERROR(CreateRuntime(flags, loaded, min_context));
   return Session::Create(*loaded.runtime);
 }
@@ -65,8 +69,8 @@ Result<LoadedModel> LoadForRun(const ModelFlags& f, bool need_tokenizer) {
     if (!tok.ok()) return tok.status().WithContext("loading the tokenizer (use --tokenizer to give one)");
     out.tokenizer = std::make_unique<Tokenizer>(std::move(tok).value());
     if (out.tokenizer->vocab_size() > out.model->config.vocab_size) {
-      return InvalidArgument("tokenizer {} has {} tokens but the model's vocabulary (vocab_size) is {}", tpath,
-                             out.tokenizer->vocab_size(), out.model->config.vocab_size);
+      return InvalidArgument("tokenizer {} has {} tokens but the model's vocabulary (vocab_size) is {}",
+                             tpath, out.tokenizer->vocab_size(), out.model->config.vocab_size);
     }
   }
   return out;

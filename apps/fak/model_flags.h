@@ -8,8 +8,8 @@
 #include <CLI/CLI.hpp>
 
 #include "engine/model.h"
-#include "engine/sampler.h"
 #include "engine/runtime.h"
+#include "engine/sampler.h"
 #include "engine/session.h"
 #include "ops/backend.h"
 #include "tokenizer/tokenizer.h"
@@ -20,7 +20,7 @@ struct ModelFlags {
   std::string model;
   std::string tokenizer;  // defaults to the model's own
   std::string quant = "keep";
-  int threads = 0;        // 0: FAK_THREADS or every CPU
+  int threads = 0;  // 0: FAK_THREADS or every CPU
   int64_t ctx = 4096;
   bool mmap = false;
   std::string kv_type = "f16";  // KV cache element type: f16 or f32
@@ -46,7 +46,8 @@ Result<LoadedModel> LoadForRun(const ModelFlags& flags, bool need_tokenizer = tr
 Status CreateRuntime(const ModelFlags& flags, LoadedModel& loaded, int64_t min_context = 0,
                      int64_t max_sequences = 1);
 // CreateRuntime, then one session over it.
-Result<std::unique_ptr<Session>> CreateSession(const ModelFlags& flags, LoadedModel& loaded, int64_t min_context = 0);
+Result<std::unique_ptr<Session>> CreateSession(const ModelFlags& flags, LoadedModel& loaded,
+                                               int64_t min_context = 0);
 
 struct SamplingFlags {
   SamplingParams p;

@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "core/mapped_file.h"  // ReadFileToString
+#include "core/mapped_file.h"                // ReadFileToString
 #include "tokenizer/chat_template_loader.h"  // LoadModelChatTemplate
 
 namespace fak {

@@ -24,7 +24,8 @@ std::string VersionText() {
   s += fmt::format("cpu: {} ({} threads): {}\n", GetCpuFeatures().model_name, GetCpuFeatures().logical_cores,
                    GetCpuFeatures().ToString());
 #ifdef FAK_HAVE_CUDA
-  s += fmt::format("gpu backends: cuda {} (compiled for sm_{})\n", cuda::CompiledRuntimeVersion(), FAK_CUDA_ARCHS);
+  s += fmt::format("gpu backends: cuda {} (compiled for sm_{})\n", cuda::CompiledRuntimeVersion(),
+                   FAK_CUDA_ARCHS);
   auto devices = cuda::ListDevices();
   if (devices.empty()) {
     s += "gpu: none visible\n";

@@ -15,7 +15,8 @@ void SiluMulAvx2(float* g, const float* u, int64_t n) {
   for (; i + 8 <= n; i += 8) {
     const __m256 x = _mm256_loadu_ps(g + i);
     const __m256 e = Exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
-    const __m256 y = _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), _mm256_loadu_ps(u + i));
+    const __m256 y =
+        _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), _mm256_loadu_ps(u + i));
     _mm256_storeu_ps(g + i, y);
   }
   for (; i < n; ++i) g[i] = SiluMulOne(g[i], u[i]);

@@ -28,8 +28,8 @@ AttendHeadFn AttendHeadAvx2();
 // `group` heads of head_dim floats each. Each head's result is exactly that of the kernel's one-head
 // form (group == 1); sharing only saves converting the keys and values once per head.
 // scratch: AttendScratchFloats(group, head_dim, n_ctx) floats.
-using AttendGroupFn = void (*)(const float* q, int64_t group, int64_t head_dim, const HeadKv& kv, int64_t n_ctx,
-                               float scale, float* scratch, float* out);
+using AttendGroupFn = void (*)(const float* q, int64_t group, int64_t head_dim, const HeadKv& kv,
+                               int64_t n_ctx, float scale, float* scratch, float* out);
 int64_t AttendScratchFloats(int64_t group, int64_t head_dim, int64_t n_ctx);
 // Head by head through AttendHeadPortable.
 void AttendGroupPortable(const float* q, int64_t group, int64_t head_dim, const HeadKv& kv, int64_t n_ctx,

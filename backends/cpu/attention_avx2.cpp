@@ -62,7 +62,6 @@ void AttendAvx2(const float* q, int64_t head_dim, const HeadKv& kv, int64_t n_ct
   for (int64_t i = 0; i < nv; ++i) _mm256_storeu_ps(out + i * 8, _mm256_mul_ps(o[i], inv));
 }
 
-
 // acc (NV * 8) += sum over j < n of p[j] * values[j], in j order; NV known at compile time so the
 // accumulators stay in registers (head_dim 64 and 128).
 template <int NV>
@@ -87,8 +86,8 @@ void AttendGroupAvx2Impl(const float* q, int64_t group, int64_t head_dim, const 
     return;
   }
   const int64_t nv = head_dim / 8;
-  float* scores = scratch;                    // (group, n_ctx)
-  float* tile = scratch + group * n_ctx;      // (kAttendTile, head_dim) f32 keys, then values
+  float* scores = scratch;                         // (group, n_ctx)
+  float* tile = scratch + group * n_ctx;           // (kAttendTile, head_dim) f32 keys, then values
   float* acc_out = tile + kAttendTile * head_dim;  // (group, head_dim) partial sums between tiles
   auto convert = [&](const uint16_t* const* pages, int64_t j0, int64_t n) {
     for (int64_t j = 0; j < n; ++j) {
@@ -164,7 +163,8 @@ void AttendGroupAvx2Impl(const float* q, int64_t group, int64_t head_dim, const 
         for (int64_t i = 0; i < nv; ++i) o[i] = _mm256_loadu_ps(ag + i * 8);
         for (int64_t j = 0; j < n; ++j) {
           const __m256 p = _mm256_set1_ps(sg[j]);
-          for (int64_t i = 0; i < nv; ++i) o[i] = _mm256_fmadd_ps(p, _mm256_loadu_ps(tile + j * head_dim + i * 8), o[i]);
+          for (int64_t i = 0; i < nv; ++i)
+            o[i] = _mm256_fmadd_ps(p, _mm256_loadu_ps(tile + j * head_dim + i * 8), o[i]);
         }
         for (int64_t i = 0; i < nv; ++i) _mm256_storeu_ps(ag + i * 8, o[i]);
       }
@@ -173,7 +173,8 @@ void AttendGroupAvx2Impl(const float* q, int64_t group, int64_t head_dim, const 
   for (int64_t g = 0; g < group; ++g) {
     const __m256 inv = _mm256_set1_ps(1.0f / sums[g]);
     for (int64_t i = 0; i < nv; ++i) {
-      _mm256_storeu_ps(out + g * head_dim + i * 8, _mm256_mul_ps(_mm256_loadu_ps(acc_out + g * head_dim + i * 8), inv));
+      _mm256_storeu_ps(out + g * head_dim + i * 8,
+                       _mm256_mul_ps(_mm256_loadu_ps(acc_out + g * head_dim + i * 8), inv));
     }
   }
 }

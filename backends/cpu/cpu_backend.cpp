@@ -64,8 +64,22 @@ struct Embedding {
   GgmlType as_type;
 };
 
-enum ProfiledOp { kEmbed, kMatMul, kRmsNorm, kAddRow, kAdd, kSiluMul, kRope, kKvWrite, kAttention, kGatherOutRows, kDownload, kNumProfiledOps };
-constexpr const char* kOpNames[] = {"Embed", "MatMul", "RmsNorm", "AddRow", "Add", "SiluMul", "Rope", "KvWrite", "Attention", "GatherOutRows", "Download"};
+enum ProfiledOp {
+  kEmbed,
+  kMatMul,
+  kRmsNorm,
+  kAddRow,
+  kAdd,
+  kSiluMul,
+  kRope,
+  kKvWrite,
+  kAttention,
+  kGatherOutRows,
+  kDownload,
+  kNumProfiledOps
+};
+constexpr const char* kOpNames[] = {"Embed", "MatMul",  "RmsNorm",   "AddRow",        "Add",     "SiluMul",
+                                    "Rope",  "KvWrite", "Attention", "GatherOutRows", "Download"};
 
 // FAK_PROFILE=1: time per op kind, printed to stderr when the backend is destroyed.
 bool ProfilingEnabled() {
@@ -149,7 +163,9 @@ class CpuBackend final : public Backend {
 
   Status GrowKv(int32_t kv, int64_t n_pages) override {
     KvStore& s = kv_[static_cast<size_t>(kv)];
-    if (n_pages > s.max_pages) return OutOfRange("KV store holds {} pages, {} asked for", s.max_pages, n_pages);
+    if (n_pages > s.max_pages) {
+      return OutOfRange("KV store holds {} pages, {} asked for", s.max_pages, n_pages);
+    }
     while (static_cast<int64_t>(s.pages.size()) < n_pages) {
       s.pages.push_back(std::make_unique<uint16_t[]>(s.page_units));
     }
@@ -218,7 +234,8 @@ class CpuBackend final : public Backend {
   void SiluMul(Tensor g, Tensor u) override {
     if (!error_.ok()) return;
     Profile prof(this, kSiluMul);
-    Elements(g.rows * g.cols, [&](int64_t i0, int64_t i1) { k_.silu_mul(g.data + i0, u.data + i0, i1 - i0); });
+    Elements(g.rows * g.cols,
+             [&](int64_t i0, int64_t i1) { k_.silu_mul(g.data + i0, u.data + i0, i1 - i0); });
   }
 
   void Rope(Tensor x, int64_t head_dim, int32_t rope) override {
@@ -228,8 +245,8 @@ class CpuBackend final : public Backend {
     const int64_t rot_dim = static_cast<int64_t>(r.inv_freq.size()) * 2;
     Rows(x.rows, x.cols, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
-        cpu::Rope(x.data + t * x.cols, x.cols / head_dim, head_dim, rot_dim, positions_[static_cast<size_t>(t)],
-                  r.inv_freq.data(), r.neox, r.attn_factor);
+        cpu::Rope(x.data + t * x.cols, x.cols / head_dim, head_dim, rot_dim,
+                  positions_[static_cast<size_t>(t)], r.inv_freq.data(), r.neox, r.attn_factor);
       }
     });
   }
@@ -293,10 +310,11 @@ class CpuBackend final : public Backend {
         const int64_t t = grouped ? item / nkv : item / nh;
         const int64_t h0 = grouped ? (item % nkv) * group : item % nh;  // first query head
         const int64_t g = h0 / group;
-        const size_t first = static_cast<size_t>(page_begin_[static_cast<size_t>(row_seq_[static_cast<size_t>(t)])]);
+        const size_t first =
+            static_cast<size_t>(page_begin_[static_cast<size_t>(row_seq_[static_cast<size_t>(t)])]);
         HeadKv hk{&k_ptrs_[g * n_slots + first], &v_ptrs_[g * n_slots + first], s.g.page_tokens, s.g.f32};
-        attend(q.data + t * q.cols + h0 * hd, per_item, hd, hk, positions_[static_cast<size_t>(t)] + 1, scale, sc,
-               out.data + t * out.cols + h0 * hd);
+        attend(q.data + t * q.cols + h0 * hd, per_item, hd, hk, positions_[static_cast<size_t>(t)] + 1, scale,
+               sc, out.data + t * out.cols + h0 * hd);
       }
     });
   }

@@ -74,9 +74,9 @@ struct KernelTable {
   bool packed_native[kNumKernelSlots] = {};     // packed[s] is this level's own SIMD kernel
   QuantizePackedFn quantize_packed[kNumKernelSlots] = {};
   Int8PeakFn int8_peak = nullptr;
-  AttendHeadFn attend = nullptr;  // one query head over paged f16/f32 keys and values
+  AttendHeadFn attend = nullptr;         // one query head over paged f16/f32 keys and values
   AttendGroupFn attend_group = nullptr;  // the query heads sharing one KV head, same bits per head
-  SiluMulFn silu_mul = nullptr;   // SwiGLU: g = silu(g) * u
+  SiluMulFn silu_mul = nullptr;          // SwiGLU: g = silu(g) * u
 };
 
 // The table in use: the best level the CPU supports, or FAK_ISA's choice.

@@ -3,10 +3,10 @@
 #include "backends/cpu/isa_tables.h"  // FillScalarPacked, Slot
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/ops.h"  // SiluMul
-#include "quant/f16.h"   // VecDotF16F32, VecDotBf16F32, VecDotF32F32
-#include "quant/q4_k.h"  // VecDotQ4_KQ8_K
-#include "quant/q6_k.h"  // VecDotQ6_KQ8_K
-#include "quant/q8_0.h"  // VecDotQ8_0Q8_0
+#include "quant/f16.h"         // VecDotF16F32, VecDotBf16F32, VecDotF32F32
+#include "quant/q4_k.h"        // VecDotQ4_KQ8_K
+#include "quant/q6_k.h"        // VecDotQ6_KQ8_K
+#include "quant/q8_0.h"        // VecDotQ8_0Q8_0
 
 namespace fak::cpu {
 namespace {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "backends/cpu/kernels.h"
-#include "core/thread_pool.h"
 #include "core/status.h"
+#include "core/thread_pool.h"
 #include "quant/ggml_type.h"
 
 namespace fak::cpu {

@@ -86,13 +86,15 @@ TEST(Ops, AttentionVariantsMatchDoubleSoftmax) {
   double mx = -1e300, sum = 0;
   for (int64_t j = 0; j < n_ctx; ++j) {
     double dot = 0;
-    for (int64_t d = 0; d < hd; ++d) dot += double(q[d]) * cpu::HalfToFloat(kp[j / page][(j % page) * hd + d]);
+    for (int64_t d = 0; d < hd; ++d)
+      dot += double(q[d]) * cpu::HalfToFloat(kp[j / page][(j % page) * hd + d]);
     s[j] = dot * scale;
     mx = std::max(mx, s[j]);
   }
   for (int64_t j = 0; j < n_ctx; ++j) sum += (s[j] = std::exp(s[j] - mx));
   for (int64_t j = 0; j < n_ctx; ++j) {
-    for (int64_t d = 0; d < hd; ++d) want[d] += s[j] / sum * cpu::HalfToFloat(vp[j / page][(j % page) * hd + d]);
+    for (int64_t d = 0; d < hd; ++d)
+      want[d] += s[j] / sum * cpu::HalfToFloat(vp[j / page][(j % page) * hd + d]);
   }
   std::vector<float> scores(n_ctx), out(hd);
   std::vector<cpu::AttendHeadFn> fns = {&cpu::AttendHeadPortable};
@@ -136,7 +138,8 @@ TEST(Ops, AttentionVariantsMatchDoubleSoftmax) {
 TEST(Ops, F32MatMulMatchesDoubleAndIsBatchInvariant) {
   const int64_t rows = 37, cols = 70, tokens = 5;
   auto w = Random(rows * cols, 7), x = Random(tokens * cols, 8);
-  Weight wt{GgmlType::kF32, rows, cols, static_cast<size_t>(cols) * 4, reinterpret_cast<const uint8_t*>(w.data())};
+  Weight wt{GgmlType::kF32, rows, cols, static_cast<size_t>(cols) * 4,
+            reinterpret_cast<const uint8_t*>(w.data())};
   auto be = cpu::CreateCpuBackend({.threads = 2, .pin = false});
   auto bw = be->BindMatrix(wt);
   ASSERT_TRUE(bw.ok()) << bw.status().ToString();

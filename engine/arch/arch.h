@@ -29,12 +29,12 @@ enum class TensorRole {
 // One tensor the architecture reads, by its GGUF name. Matrices are (rows, cols) with GGUF shape
 // {cols, rows}; vectors have rows == 1.
 struct TensorSpec {
-  std::string name;   // "blk.3.attn_q.weight"
+  std::string name;  // "blk.3.attn_q.weight"
   int64_t rows = 1;
   int64_t cols = 0;
   TensorRole role = TensorRole::kMatrix;
-  const char* what = "";  // the shape's meaning, for errors: "n_head*head_dim x d_model"
-  bool optional = false;  // may be absent from the file (kOutput: then tied)
+  const char* what = "";   // the shape's meaning, for errors: "n_head*head_dim x d_model"
+  bool optional = false;   // may be absent from the file (kOutput: then tied)
   bool more_bits = false;  // llama.cpp's _M mixes give it Q6_K in the layers UseMoreBits picks
   bool rope_rows = false;  // q/k rows that llama-arch GGUF files permute for interleaved RoPE
 };

@@ -11,7 +11,21 @@ namespace {
 
 // Per-layer tensors: GGUF suffix under "blk.N.", HF suffix under "model.layers.N.".
 enum LayerTensor {
-  kAttnNorm, kWq, kWk, kWv, kBq, kBk, kBv, kQNorm, kKNorm, kWo, kFfnNorm, kGate, kUp, kDown, kNumLayerTensors
+  kAttnNorm,
+  kWq,
+  kWk,
+  kWv,
+  kBq,
+  kBk,
+  kBv,
+  kQNorm,
+  kKNorm,
+  kWo,
+  kFfnNorm,
+  kGate,
+  kUp,
+  kDown,
+  kNumLayerTensors
 };
 // clang-format off
 constexpr std::pair<const char*, const char*> kLayerNames[kNumLayerTensors] = {
@@ -35,7 +49,9 @@ constexpr const char* kEmbd = "token_embd.weight";
 constexpr const char* kOutNorm = "output_norm.weight";
 constexpr const char* kOut = "output.weight";
 
-std::string LayerName(int64_t l, LayerTensor t) { return "blk." + std::to_string(l) + "." + kLayerNames[t].first; }
+std::string LayerName(int64_t l, LayerTensor t) {
+  return "blk." + std::to_string(l) + "." + kLayerNames[t].first;
+}
 
 std::vector<TensorSpec> LlamaTensors(const ModelConfig& c) {
   const int64_t d = c.d_model, hd = c.head_dim, q = c.n_head * hd, kv = c.n_kv_head * hd, ffn = c.d_ffn;
@@ -107,8 +123,8 @@ class Llama final : public ArchInstance {
       for (int t = 0; t < kNumLayerTensors; ++t) {
         const Weight& w = m.Get(LayerName(l, static_cast<LayerTensor>(t)));
         if (!w.present()) continue;  // biases and q/k norms are optional
-        const bool vector = t == kAttnNorm || t == kFfnNorm || t == kBq || t == kBk || t == kBv || t == kQNorm ||
-                            t == kKNorm;
+        const bool vector =
+            t == kAttnNorm || t == kFfnNorm || t == kBq || t == kBk || t == kBv || t == kQNorm || t == kKNorm;
         auto b = vector ? be_.BindVector(w) : be_.BindMatrix(w);
         if (!b.ok()) return b.status().WithContext(LayerName(l, static_cast<LayerTensor>(t)));
         layers_[static_cast<size_t>(l)].w[t] = *b;
@@ -146,7 +162,8 @@ class Llama final : public ArchInstance {
     const int64_t hd = c_.head_dim;
     const float eps = static_cast<float>(c_.norm_eps), scale = 1.0f / std::sqrt(static_cast<float>(hd));
     // Views of this batch's rows.
-    const Tensor x = x_.Rows(0, n), xn = xn_.Rows(0, n), q = q_.Rows(0, n), k = k_.Rows(0, n), v = v_.Rows(0, n);
+    const Tensor x = x_.Rows(0, n), xn = xn_.Rows(0, n), q = q_.Rows(0, n), k = k_.Rows(0, n),
+                 v = v_.Rows(0, n);
     const Tensor attn = attn_.Rows(0, n), o = o_.Rows(0, n), gate = gate_.Rows(0, n), up = up_.Rows(0, n);
     be_.Embed(embd_, x);
     for (int64_t l = 0; l < c_.n_layer; ++l) {

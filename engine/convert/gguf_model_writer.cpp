@@ -110,8 +110,7 @@ Status SetTokenizerMetadata(GgufWriter& w, const TokenizerSpec& spec, int64_t vo
   return Status::Ok();
 }
 
-GgufWriter::Producer RowProducer(ThreadPool& pool, GgmlType type, int64_t rows, int64_t cols,
-                                 RowFn row_fn) {
+GgufWriter::Producer RowProducer(ThreadPool& pool, GgmlType type, int64_t rows, int64_t cols, RowFn row_fn) {
   return [&pool, type, rows, cols, row_fn = std::move(row_fn)](std::span<uint8_t> out) -> Status {
     const auto row_bytes = GgmlRowBytes(type, static_cast<uint64_t>(cols));
     if (!row_bytes || *row_bytes * static_cast<uint64_t>(rows) != out.size()) {

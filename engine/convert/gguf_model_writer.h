@@ -8,8 +8,8 @@
 #include <string>
 #include <string_view>
 
-#include "core/thread_pool.h"
 #include "core/status.h"
+#include "core/thread_pool.h"
 #include "engine/convert/quant_mix.h"
 #include "formats/gguf_writer.h"
 #include "formats/model_config.h"
@@ -34,8 +34,7 @@ using RowFn = std::function<Status(int64_t row, float* dst)>;
 
 // A GgufWriter producer for a (rows, cols) tensor of `type`: rows are split across the pool, each
 // made by row_fn into a per-thread f32 buffer and quantized straight into the output.
-GgufWriter::Producer RowProducer(ThreadPool& pool, GgmlType type, int64_t rows, int64_t cols,
-                                 RowFn row_fn);
+GgufWriter::Producer RowProducer(ThreadPool& pool, GgmlType type, int64_t rows, int64_t cols, RowFn row_fn);
 
 // Tells the caller which tensor is being produced (progress lines).
 using TensorProgress = std::function<void(size_t index, size_t count, const std::string& name)>;

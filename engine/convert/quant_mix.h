@@ -36,10 +36,10 @@ bool UseMoreBits(int64_t layer, int64_t n_layer);
 struct TensorDesc {
   std::string_view name;  // canonical GGUF name: "blk.3.attn_v.weight"
   int n_dims = 2;
-  int64_t ne0 = 0;               // row length (shape[0])
-  int64_t n_layer = 0;           // the model's block count
-  bool output = false;           // the output projection (the token embedding when tied)
-  bool more_bits = false;        // a tensor the _M mixes upgrade in the layers UseMoreBits picks
+  int64_t ne0 = 0;         // row length (shape[0])
+  int64_t n_layer = 0;     // the model's block count
+  bool output = false;     // the output projection (the token embedding when tied)
+  bool more_bits = false;  // a tensor the _M mixes upgrade in the layers UseMoreBits picks
 };
 
 // True for the tensors llama.cpp quantizes: two or more dimensions, a name ending in "weight", not

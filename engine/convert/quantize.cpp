@@ -51,11 +51,12 @@ struct TensorRoles {
 // Adds `t` converted to the type the file type's rule gives it. `source_row` maps an output row to
 // the input row it comes from (the llama q/k permutation); identity when null.
 Status AddConverted(GgufWriter& w, ThreadPool& pool, FileType ft, const Tensor& t, int64_t n_layer,
-                    const TensorRoles& roles, std::function<int64_t(int64_t)> source_row, const TensorProgress& progress,
-                    size_t index, size_t count, ConvertReport& report) {
+                    const TensorRoles& roles, std::function<int64_t(int64_t)> source_row,
+                    const TensorProgress& progress, size_t index, size_t count, ConvertReport& report) {
   const int64_t cols = static_cast<int64_t>(t.shape[0]);
   const int64_t rows = static_cast<int64_t>(Elements(t.shape) / t.shape[0]);
-  const TensorDesc desc{t.name, static_cast<int>(t.shape.size()), cols, n_layer, roles.output, roles.more_bits};
+  const TensorDesc desc{t.name,         static_cast<int>(t.shape.size()), cols, n_layer, roles.output,
+                        roles.more_bits};
   GgmlType target = TensorTypeFor(ft, desc);
   if (!IsQuantizable(desc) && (t.shape.size() > 1 || !CanDequantize(t.type)))
     target = t.type;  // copied as is
@@ -101,8 +102,7 @@ Status AddConverted(GgufWriter& w, ThreadPool& pool, FileType ft, const Tensor& 
                      WithProgress(progress, index, count, t.name, RowProducer(pool, target, rows, cols, fn)));
 }
 
-Status GgufToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, ThreadPool& pool,
-                  ConvertReport& report) {
+Status GgufToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, ThreadPool& pool, ConvertReport& report) {
   FAK_ASSIGN_OR_RETURN(GgufFile in, GgufFile::Open(o.input));
   GgufWriter w(in.alignment());
   for (const auto& [k, v] : in.metadata()) {
@@ -141,8 +141,7 @@ Status GgufToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, ThreadPool& 
   return w.Write(o.output);
 }
 
-Status HfToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, ThreadPool& pool,
-                ConvertReport& report) {
+Status HfToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, ThreadPool& pool, ConvertReport& report) {
   FAK_ASSIGN_OR_RETURN(std::unique_ptr<WeightSource> src, OpenWeightSource(o.input));
   ModelConfig c = src->config();
   if (!IsWritableArch(c.arch)) {
@@ -181,11 +180,10 @@ Status HfToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, ThreadPool& po
                      st->source_name, fmt::join(st->shape, ", "), fmt::join(p.shape, ", "));
     }
     std::function<int64_t(int64_t)> perm;
-    if (c.arch == "llama" && p.rope_rows)
-      perm = [hd](int64_t r) { return LlamaPermutedSourceRow(r, hd); };
-    FAK_RETURN_IF_ERROR(AddConverted(w, pool, ft.type,
-                                     Tensor{p.name, st->shape, st->type, st->data, st->n_bytes}, c.n_layer,
-                                     TensorRoles{p.output, p.more_bits}, perm, o.progress, i, plan.size(), report));
+    if (c.arch == "llama" && p.rope_rows) perm = [hd](int64_t r) { return LlamaPermutedSourceRow(r, hd); };
+    FAK_RETURN_IF_ERROR(
+        AddConverted(w, pool, ft.type, Tensor{p.name, st->shape, st->type, st->data, st->n_bytes}, c.n_layer,
+                     TensorRoles{p.output, p.more_bits}, perm, o.progress, i, plan.size(), report));
   }
   return w.Write(o.output);
 }

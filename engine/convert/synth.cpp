@@ -62,7 +62,8 @@ Result<ConvertReport> Synthesize(const SynthOptions& o) {
     const PlannedTensor& t = plan[i];
     const int64_t cols = static_cast<int64_t>(t.shape[0]);
     const int64_t rows = t.shape.size() > 1 ? static_cast<int64_t>(t.shape[1]) : 1;
-    const TensorDesc desc{t.name, static_cast<int>(t.shape.size()), cols, config.n_layer, t.output, t.more_bits};
+    const TensorDesc desc{t.name,     static_cast<int>(t.shape.size()), cols, config.n_layer, t.output,
+                          t.more_bits};
     const GgmlType type = TensorTypeFor(ft.type, desc);
     const ValueScale scale = SynthValueScale(t.kind);
     const uint64_t key = TensorKey(o.seed, t.name);

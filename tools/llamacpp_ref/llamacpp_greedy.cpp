@@ -49,8 +49,10 @@ Top2 Best(const float* logits, int n) {
 void PrintList(const char* key, const std::vector<double>& v, bool ints) {
   std::printf("\"%s\":[", key);
   for (size_t i = 0; i < v.size(); ++i) {
-    if (ints) std::printf("%s%lld", i ? "," : "", static_cast<long long>(v[i]));
-    else std::printf("%s%.6g", i ? "," : "", v[i]);
+    if (ints)
+      std::printf("%s%lld", i ? "," : "", static_cast<long long>(v[i]));
+    else
+      std::printf("%s%.6g", i ? "," : "", v[i]);
   }
   std::printf("]");
 }
@@ -70,9 +72,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   llama_backend_init();
-  llama_log_set([](ggml_log_level level, const char* text, void*) {
-    if (level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
-  }, nullptr);
+  llama_log_set(
+      [](ggml_log_level level, const char* text, void*) {
+        if (level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
+      },
+      nullptr);
   llama_model_params mp = llama_model_default_params();
   mp.n_gpu_layers = 0;
   llama_model* model = llama_model_load_from_file(argv[1], mp);
@@ -85,8 +89,8 @@ int main(int argc, char** argv) {
   while (std::getline(std::cin, line)) {
     const size_t bar = line.find('|');
     const std::vector<llama_token> prompt = ParseIds(line.substr(0, bar));
-    const std::vector<llama_token> forced = bar == std::string::npos ? std::vector<llama_token>{}
-                                                                       : ParseIds(line.substr(bar + 1));
+    const std::vector<llama_token> forced =
+        bar == std::string::npos ? std::vector<llama_token>{} : ParseIds(line.substr(bar + 1));
     if (prompt.empty()) continue;
     llama_context_params cp = llama_context_default_params();
     cp.n_ctx = 1024;
