@@ -206,18 +206,19 @@ inline void Unpack(const BlockQ6_K& b, UnpackedQ6_K* u) {
 }
 
 inline float BlockTerm(const UnpackedQ6_K& u, const BlockQ8_K& a) {
-  const int32_t sum = HsumI32(ScaledDots(u.q, u.scale, a.qs));
-  const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
-  const int32_t offset = HsumI32(_mm256_madd_epi16(bs, u.scale16));  // sum_j sc_j * bsum_j, times 32 below
   const float dd = a.d * u.d;
-  return dd * static_cast<float>(sum - 32 * offset);
+  const __m256i acc = ScaledDots(u.q, u.scale, a.qs);
+  const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
+  const __m256i off = _mm256_madd_epi16(bs, u.scale16);  // lanes summing to sum_j sc_j * bsum_j
+  return dd * static_cast<float>(HsumI32(acc) - 32 * HsumI32(off));
 }
 
-// Rows [r0, r1) x all tokens; each super-block of a row is unpacked once and used for every token.
+// Rows [r0, r1) of nb super-blocks x all tokens; each super-block of a row is unpacked once and used for
+// every token.
 template <typename Block, typename Unpacked>
-void MatMulKQuantYmm(const uint8_t* w, size_t row_bytes, int64_t n, const uint8_t* act, size_t act_stride,
-                     int64_t n_tokens, float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  const int64_t nb = n / kQK_K;
+inline void MatMulKQuantBlocks(const uint8_t* w, size_t row_bytes, int64_t nb, const uint8_t* act,
+                               size_t act_stride, int64_t n_tokens, float* y, int64_t ldy, int64_t r0,
+                               int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) {
     const Block* row = reinterpret_cast<const Block*>(w + r * row_bytes);
     for (int64_t t = 0; t < n_tokens; ++t) y[t * ldy + r] = 0.0f;
@@ -231,6 +232,14 @@ void MatMulKQuantYmm(const uint8_t* w, size_t row_bytes, int64_t n, const uint8_
       }
     }
   }
+}
+
+// The table entry. The body takes the block count from here rather than dividing n itself: GCC then
+// keeps it out of line and allocates its hot loops as it did for the two hand-written copies.
+template <typename Block, typename Unpacked>
+void MatMulKQuantYmm(const uint8_t* w, size_t row_bytes, int64_t n, const uint8_t* act, size_t act_stride,
+                     int64_t n_tokens, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  MatMulKQuantBlocks<Block, Unpacked>(w, row_bytes, n / kQK_K, act, act_stride, n_tokens, y, ldy, r0, r1);
 }
 
 // ---------------------------------------------------------------------------------------------------
