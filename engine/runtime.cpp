@@ -4,6 +4,14 @@
 
 namespace fak {
 
+Sequence::~Sequence() {
+  if (state_slot_ >= 0) rt_->GiveStateSlot(state_slot_);
+}
+
+SequenceSnapshot::~SequenceSnapshot() {
+  if (state_slot_ >= 0) rt_->GiveStateSlot(state_slot_);
+}
+
 void Sequence::Truncate(int64_t n) {
   kv_.Truncate(n);
   tokens_.resize(static_cast<size_t>(kv_.size()));
@@ -23,10 +31,10 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Model& model, const Runti
   if (o.max_context <= 0 || o.page_tokens <= 0 || o.max_sequences <= 0 || o.kv_pages < 0) {
     return InvalidArgument("runtime: context, page size and sequence count must be positive");
   }
+  if (o.max_snapshots < 0) return InvalidArgument("runtime: max_snapshots must not be negative");
+  size_t state_bytes = 0;
   for (const LayerCache& lc : arch->caches(model.config)) {
-    if (lc.kind != LayerCache::kKv) {
-      return Unsupported("recurrent layer state is not supported by this runtime yet");
-    }
+    if (lc.kind == LayerCache::kState) state_bytes += lc.state_bytes;
   }
   int64_t ctx = o.max_context;
   if (model.config.max_context > 0) ctx = std::min(ctx, model.config.max_context);
@@ -36,6 +44,12 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Model& model, const Runti
     backend = rt->owned_backend_.get();
   }
   rt->backend_ = backend;
+  rt->state_bytes_ = state_bytes;
+  if (state_bytes > 0) {
+    const int64_t slots = o.max_sequences + o.max_snapshots;
+    FAK_ASSIGN_OR_RETURN(rt->states_, backend->CreateStates(state_bytes, slots));
+    for (int64_t s = slots - 1; s >= 0; --s) rt->free_slots_.push_back(s);
+  }
   FAK_ASSIGN_OR_RETURN(rt->arch_, arch->instantiate(model, *backend));
   const int64_t per_seq = (ctx + o.page_tokens - 1) / o.page_tokens;
   const int64_t pages = o.kv_pages > 0 ? o.kv_pages : per_seq * o.max_sequences;
@@ -50,8 +64,41 @@ Runtime::~Runtime() {
   if (logits_.data != nullptr) backend_->Free(logits_);
 }
 
-std::unique_ptr<Sequence> Runtime::NewSequence() {
-  return std::unique_ptr<Sequence>(new Sequence(kv_.get()));
+Result<int64_t> Runtime::TakeStateSlot() {
+  if (free_slots_.empty()) {
+    return OutOfRange("every recurrent-state slot is in use (raise max_sequences or max_snapshots)");
+  }
+  const int64_t s = free_slots_.back();
+  free_slots_.pop_back();
+  return s;
+}
+
+void Runtime::GiveStateSlot(int64_t slot) { free_slots_.push_back(slot); }
+
+Result<std::unique_ptr<Sequence>> Runtime::NewSequence() {
+  auto seq = std::unique_ptr<Sequence>(new Sequence(this, kv_.get()));
+  if (state_bytes_ > 0) {
+    FAK_ASSIGN_OR_RETURN(seq->state_slot_, TakeStateSlot());
+    backend_->ClearState(states_, seq->state_slot_);
+  }
+  return seq;
+}
+
+Result<std::unique_ptr<SequenceSnapshot>> Runtime::Snapshot(const Sequence& seq) {
+  auto snap = std::unique_ptr<SequenceSnapshot>(new SequenceSnapshot(this, kv_.get()));
+  if (state_bytes_ > 0) {
+    FAK_ASSIGN_OR_RETURN(snap->state_slot_, TakeStateSlot());
+    backend_->CopyState(states_, seq.state_slot_, snap->state_slot_);
+  }
+  snap->kv_.Adopt(seq.kv_, seq.size());
+  snap->tokens_ = seq.tokens_;
+  return snap;
+}
+
+void Runtime::Restore(Sequence& seq, const SequenceSnapshot& snap) {
+  if (state_bytes_ > 0) backend_->CopyState(states_, snap.state_slot_, seq.state_slot_);
+  seq.kv_.Adopt(snap.kv_, snap.size());
+  seq.tokens_ = snap.tokens_;
 }
 
 Status Runtime::Forward(std::span<const SeqWork> work) {
@@ -93,6 +140,7 @@ Status Runtime::Forward(std::span<const SeqWork> work) {
   page_begin_.assign(1, 0);
   pages_.clear();
   out_rows_.clear();
+  seq_state_.clear();
   int64_t max_ctx = 0;
   for (size_t i = 0; i < work.size(); ++i) {
     const SeqWork& w = work[i];
@@ -109,6 +157,7 @@ Status Runtime::Forward(std::span<const SeqWork> work) {
     const auto& pg = w.seq->kv_.pages();
     pages_.insert(pages_.end(), pg.begin(), pg.end());
     page_begin_.push_back(static_cast<int32_t>(pages_.size()));
+    if (state_bytes_ > 0) seq_state_.push_back(static_cast<int32_t>(w.seq->state_slot_));
     max_ctx = std::max(max_ctx, pos0 + n);
   }
   Status s = arch_->Reserve(n_rows, std::max<int64_t>(n_out, 1));
@@ -126,9 +175,11 @@ Status Runtime::Forward(std::span<const SeqWork> work) {
   }
   if (s.ok()) {
     Backend& be = *backend_;
-    be.SetBatch(BatchPlan{tokens_, positions_, row_seq_, page_begin_, pages_, out_rows_, max_ctx});
-    arch_->Forward(BatchPlan{tokens_, positions_, row_seq_, page_begin_, pages_, out_rows_, max_ctx},
-                   kv_->store(), logits_.data != nullptr ? logits_ : Tensor{});
+    be.SetBatch(
+        BatchPlan{tokens_, positions_, row_seq_, page_begin_, pages_, out_rows_, max_ctx, seq_state_});
+    arch_->Forward(
+        BatchPlan{tokens_, positions_, row_seq_, page_begin_, pages_, out_rows_, max_ctx, seq_state_},
+        kv_->store(), logits_.data != nullptr ? logits_ : Tensor{});
     int64_t out = 0;
     for (const SeqWork& w : work) {
       if (w.logits == nullptr) continue;

@@ -24,16 +24,38 @@ struct RuntimeOptions {
   int64_t max_sequences = 1;   // sizes the KV pool when kv_pages is 0
   int64_t kv_pages = 0;        // pages in the shared pool; 0: max_sequences * max_context worth
   int64_t page_tokens = 16;
-  bool kv_f32 = false;     // f32 keys and values (exact comparisons with f32 references); default f16
-  BackendOptions backend;  // the backend the runtime makes when none is given to Create
+  bool kv_f32 = false;         // f32 keys and values (exact comparisons with f32 references); default f16
+  int64_t max_snapshots = 16;  // state slots for snapshots, for architectures with recurrent layers
+  BackendOptions backend;      // the backend the runtime makes when none is given to Create
 };
 
 class Runtime;
 
+// A sequence's context frozen at one point: its tokens, its KV pages by reference (copy-on-write
+// keeps them unchanged while the sequence goes on) and a copy of its recurrent state slot, if the
+// architecture has one. Restoring it continues exactly where the sequence was, with no recompute.
+// Destroy snapshots before their runtime.
+class SequenceSnapshot {
+ public:
+  ~SequenceSnapshot();
+  SequenceSnapshot(const SequenceSnapshot&) = delete;
+  SequenceSnapshot& operator=(const SequenceSnapshot&) = delete;
+  int64_t size() const { return kv_.size(); }
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+
+ private:
+  friend class Runtime;
+  SequenceSnapshot(Runtime* rt, KvPagePool* pool) : rt_(rt), kv_(pool) {}
+  Runtime* rt_;
+  KvSequence kv_;
+  std::vector<int32_t> tokens_;
+  int64_t state_slot_ = -1;
+};
+
 // One sequence's tokens and its pages in the shared pool.
 class Sequence {
  public:
-  ~Sequence() = default;
+  ~Sequence();
   Sequence(const Sequence&) = delete;
   Sequence& operator=(const Sequence&) = delete;
 
@@ -47,9 +69,11 @@ class Sequence {
 
  private:
   friend class Runtime;
-  explicit Sequence(KvPagePool* pool) : kv_(pool) {}
+  Sequence(Runtime* rt, KvPagePool* pool) : rt_(rt), kv_(pool) {}
+  Runtime* rt_;
   KvSequence kv_;
   std::vector<int32_t> tokens_;
+  int64_t state_slot_ = -1;  // its recurrent state, when the architecture has one
 };
 
 // One sequence's part of a batch: its next tokens, and where its logits go.
@@ -69,7 +93,12 @@ class Runtime {
   Runtime& operator=(const Runtime&) = delete;
   ~Runtime();
 
-  std::unique_ptr<Sequence> NewSequence();
+  // A new, empty sequence; fails when every state slot is taken (architectures with recurrent layers).
+  Result<std::unique_ptr<Sequence>> NewSequence();
+  // Freezes `seq` as it is now (see SequenceSnapshot).
+  Result<std::unique_ptr<SequenceSnapshot>> Snapshot(const Sequence& seq);
+  // Makes `seq` continue from `snap`: the snapshot's tokens, pages and state replace its own.
+  void Restore(Sequence& seq, const SequenceSnapshot& snap);
   // Runs one ragged batch. Each sequence appears at most once. On any error nothing changes: no
   // sequence grows and no page is kept.
   Status Forward(std::span<const SeqWork> work);
@@ -79,8 +108,15 @@ class Runtime {
   KvPagePool& kv_pool() { return *kv_; }
   int64_t max_context() const { return max_context_; }
   int64_t vocab_size() const { return model_.config.vocab_size; }
+  // Bytes of recurrent state per sequence (0 when every layer keeps KV pages).
+  size_t state_bytes() const { return state_bytes_; }
 
  private:
+  friend class Sequence;
+  friend class SequenceSnapshot;
+  Result<int64_t> TakeStateSlot();
+  void GiveStateSlot(int64_t slot);
+
   Runtime(const Model& model, int64_t max_context) : model_(model), max_context_(max_context) {}
 
   const Model& model_;
@@ -89,10 +125,13 @@ class Runtime {
   Backend* backend_ = nullptr;
   std::unique_ptr<ArchInstance> arch_;
   std::unique_ptr<KvPagePool> kv_;
+  size_t state_bytes_ = 0;
+  int32_t states_ = -1;  // the backend's state store: max_sequences + max_snapshots slots
+  std::vector<int64_t> free_slots_;
   Tensor logits_;  // (logits_rows_, vocab)
   int64_t logits_rows_ = 0;
   // The batch being built (reused).
-  std::vector<int32_t> tokens_, positions_, row_seq_, page_begin_, pages_, out_rows_;
+  std::vector<int32_t> tokens_, positions_, row_seq_, page_begin_, pages_, out_rows_, seq_state_;
 };
 
 }  // namespace fak

@@ -79,7 +79,7 @@ TEST_P(BatchInvariance, RandomSchedulesGiveTheLogitsOfEachSequenceAlone) {
       // Start some sequences; a fork starts once its source has run past the shared prefix.
       for (int i = 0; i < n_seqs; ++i) {
         if (done[i] >= 0 || uniform(0, 1) == 0) continue;
-        live[i] = (*rt)->NewSequence();
+        live[i] = std::move((*rt)->NewSequence()).value();
         done[i] = 0;
         const int src = seqs[i].fork_of;
         if (src >= 0 && live[src] != nullptr && done[src] >= seqs[i].shared && uniform(0, 1) == 1) {
@@ -156,7 +156,7 @@ TEST(Runtime, BadBatchesAreRejectedAndChangeNothing) {
   ASSERT_TRUE(rt.ok());
   const int64_t vocab = (*model)->config.vocab_size;
   std::vector<float> logits(2 * vocab);
-  auto a = (*rt)->NewSequence(), b = (*rt)->NewSequence();
+  auto a = std::move((*rt)->NewSequence()).value(), b = std::move((*rt)->NewSequence()).value();
   const std::vector<int32_t> five = {1, 2, 3, 4, 5}, bad = {1, 32000};
   // The same sequence twice, an unknown token, or an empty entry: refused, nothing written.
   SeqWork twice[] = {{a.get(), five, false, logits.data()}, {a.get(), five, false, logits.data()}};
@@ -180,6 +180,53 @@ TEST(Runtime, BadBatchesAreRejectedAndChangeNothing) {
   EXPECT_TRUE((*rt)->Forward(ok).ok());
   EXPECT_EQ(a->size(), 5);
   EXPECT_EQ(a->tokens(), five);
+}
+
+}  // namespace
+}  // namespace fak
+
+namespace fak {
+namespace {
+
+TEST(Runtime, SnapshotRestoresASequenceExactlyWhileTheOriginalGoesOn) {
+  auto model = LoadModel("../shared/fixtures/llamacpp-tiny/tiny-llama-q8_0.gguf");
+  ASSERT_TRUE(model.ok());
+  const int64_t vocab = (*model)->config.vocab_size;
+  auto rt = Runtime::Create(
+      **model,
+      RuntimeOptions{.max_context = 64, .max_sequences = 3, .page_tokens = 16, .backend = {.threads = 2}});
+  ASSERT_TRUE(rt.ok());
+  std::vector<int32_t> prefix, rest;
+  for (int i = 0; i < 20; ++i) prefix.push_back(100 + 13 * i);  // ends inside its second page
+  for (int i = 0; i < 10; ++i) rest.push_back(900 + 7 * i);
+  auto a = std::move((*rt)->NewSequence()).value();
+  SeqWork w{a.get(), prefix, false, nullptr};
+  ASSERT_TRUE((*rt)->Forward(std::span<const SeqWork>(&w, 1)).ok());
+  auto snap = (*rt)->Snapshot(*a);
+  ASSERT_TRUE(snap.ok());
+  EXPECT_EQ((*snap)->size(), 20);
+  // The original goes on, writing into the page it shares with the snapshot.
+  std::vector<float> want(rest.size() * vocab), got(want.size());
+  w = {a.get(), rest, true, want.data()};
+  ASSERT_TRUE((*rt)->Forward(std::span<const SeqWork>(&w, 1)).ok());
+  // A fresh sequence restored from the snapshot continues exactly as the original did.
+  auto b = std::move((*rt)->NewSequence()).value();
+  (*rt)->Restore(*b, **snap);
+  EXPECT_EQ(b->tokens(), prefix);
+  w = {b.get(), rest, true, got.data()};
+  ASSERT_TRUE((*rt)->Forward(std::span<const SeqWork>(&w, 1)).ok());
+  EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4));
+  // Restoring over a sequence that has moved on rewinds it.
+  (*rt)->Restore(*a, **snap);
+  EXPECT_EQ(a->size(), 20);
+  std::fill(got.begin(), got.end(), 0.0f);
+  w = {a.get(), rest, true, got.data()};
+  ASSERT_TRUE((*rt)->Forward(std::span<const SeqWork>(&w, 1)).ok());
+  EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4));
+  snap->reset();
+  a.reset();
+  b.reset();
+  EXPECT_EQ((*rt)->kv_pool().used_pages(), 0);
 }
 
 }  // namespace

@@ -6,7 +6,8 @@ namespace fak {
 
 Result<std::unique_ptr<Session>> Session::Create(Runtime& runtime, SessionOptions options) {
   if (options.prefill_chunk <= 0) return InvalidArgument("session: the prefill chunk must be positive");
-  return std::unique_ptr<Session>(new Session(runtime, options));
+  FAK_ASSIGN_OR_RETURN(std::unique_ptr<Sequence> seq, runtime.NewSequence());
+  return std::unique_ptr<Session>(new Session(runtime, options, std::move(seq)));
 }
 
 Status Session::Prefill(std::span<const int32_t> tokens, float* logits, bool all_logits) {

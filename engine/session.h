@@ -41,8 +41,8 @@ class Session {
   void Truncate(int64_t n) { seq_->Truncate(n); }
 
  private:
-  Session(Runtime& runtime, SessionOptions options)
-      : runtime_(runtime), options_(options), seq_(runtime.NewSequence()) {}
+  Session(Runtime& runtime, SessionOptions options, std::unique_ptr<Sequence> seq)
+      : runtime_(runtime), options_(options), seq_(std::move(seq)) {}
 
   Runtime& runtime_;
   SessionOptions options_;

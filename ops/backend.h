@@ -68,6 +68,7 @@ struct BatchPlan {
   std::span<const int32_t> pages;       // every sequence's page ids, concatenated
   std::span<const int32_t> out_rows;    // rows whose logits are wanted, ascending
   int64_t max_ctx = 0;                  // the largest positions[r] + 1
+  std::span<const int32_t> state_slot;  // (n_seqs) each sequence's state slot; empty without states
 };
 
 // How a backend wants weight matrices laid out; the loader converts rows into it as it streams.
@@ -140,6 +141,8 @@ class Backend {
   virtual void CopyKvPage(int32_t kv, int32_t src, int32_t dst) = 0;
   // Copies state slot src into slot dst (snapshots and restores).
   virtual void CopyState(int32_t states, int64_t src, int64_t dst) = 0;
+  // Zeroes a state slot (a new sequence).
+  virtual void ClearState(int32_t states, int64_t slot) = 0;
   // Copies t to host memory (t.rows * t.cols floats) once the queue reaches it.
   virtual void Download(Tensor t, float* host) = 0;
   // Waits for the queued work; the first error since the last call, with the queue cleared.

@@ -67,7 +67,8 @@ Result<BatchRun> RunBatch(Runtime& rt, int64_t B, int64_t p, int64_t n, int64_t 
   std::vector<std::unique_ptr<Sequence>> seqs;
   std::vector<std::vector<int32_t>> prompts;
   for (int64_t b = 0; b < B; ++b) {
-    seqs.push_back(rt.NewSequence());
+    FAK_ASSIGN_OR_RETURN(std::unique_ptr<Sequence> seq, rt.NewSequence());
+    seqs.push_back(std::move(seq));
     prompts.push_back(PromptTokens(b, p, vocab));
   }
   std::vector<float> logits(static_cast<size_t>(B * vocab));

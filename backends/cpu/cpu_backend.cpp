@@ -342,6 +342,12 @@ class CpuBackend final : public Backend {
                 s.data.data() + static_cast<size_t>(src) * s.slot_bytes, s.slot_bytes);
   }
 
+  void ClearState(int32_t states, int64_t slot) override {
+    if (!error_.ok()) return;
+    StateStore& s = states_[static_cast<size_t>(states)];
+    std::memset(s.data.data() + static_cast<size_t>(slot) * s.slot_bytes, 0, s.slot_bytes);
+  }
+
   void Download(Tensor t, float* host) override {
     if (!error_.ok()) return;
     Profile prof(this, kDownload);
