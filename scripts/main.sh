@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # fak's main job on a model it makes itself (nothing is downloaded): synthesize a random-weight model
 # at the Qwen2.5-0.5B geometry with the real Qwen tokenizer, generate text from a chat prompt, and
-# benchmark prefill and decode, alone and for 8 and 32 sequences at once. Run scripts/setup.sh first. FAK_MAIN_GEOMETRY / FAK_MAIN_TYPE change
-# the model (e.g. qwen2.5-1.5b, q4_k_m).
+# benchmark prefill and decode, alone and for 8 and 32 sequences at once. Run scripts/setup.sh
+# first. FAK_MAIN_GEOMETRY / FAK_MAIN_TYPE change the model (e.g. qwen2.5-1.5b, q4_k_m).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fak=./build/apps/fak/fak
