@@ -175,11 +175,9 @@ Status Runtime::Forward(std::span<const SeqWork> work) {
   }
   if (s.ok()) {
     Backend& be = *backend_;
-    be.SetBatch(
-        BatchPlan{tokens_, positions_, row_seq_, page_begin_, pages_, out_rows_, max_ctx, seq_state_});
-    arch_->Forward(
-        BatchPlan{tokens_, positions_, row_seq_, page_begin_, pages_, out_rows_, max_ctx, seq_state_},
-        kv_->store(), logits_.data != nullptr ? logits_ : Tensor{});
+    const BatchPlan plan{tokens_, positions_, row_seq_, page_begin_, pages_, out_rows_, max_ctx, seq_state_};
+    be.SetBatch(plan);
+    arch_->Forward(plan, kv_->store(), logits_.data != nullptr ? logits_ : Tensor{});
     int64_t out = 0;
     for (const SeqWork& w : work) {
       if (w.logits == nullptr) continue;

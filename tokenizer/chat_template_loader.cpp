@@ -13,13 +13,6 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-Result<ojson> ReadJson(const std::string& path) {
-  FAK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
-  ojson j = ojson::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Corrupt("{}: not valid JSON", path);
-  return j;
-}
-
 // tokenizer_config.json stores special tokens as strings or as {"content": "..."} objects.
 std::string TokenText(const ojson& j) {
   if (j.is_string()) return j.get<std::string>();
@@ -51,7 +44,7 @@ Result<ModelChatTemplate> FromDirectory(const std::string& dir, const std::strin
   std::error_code ec;
   bool have_config = fs::exists(config_path, ec);
   if (have_config) {
-    FAK_ASSIGN_OR_RETURN(ojson config, ReadJson(config_path));
+    FAK_ASSIGN_OR_RETURN(ojson config, ReadJsonFile(config_path));
     if (!config.is_object()) return Corrupt("{}: expected a JSON object", config_path);
     if (config.contains("bos_token")) m.bos_token = TokenText(config["bos_token"]);
     if (config.contains("eos_token")) m.eos_token = TokenText(config["eos_token"]);
@@ -88,6 +81,13 @@ Result<ModelChatTemplate> FromGguf(const std::string& path) {
 }
 
 }  // namespace
+
+Result<nlohmann::ordered_json> ReadJsonFile(const std::string& path) {
+  FAK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Corrupt("{}: not valid JSON", path);
+  return j;
+}
 
 Result<ModelChatTemplate> LoadModelChatTemplate(const std::string& model_path,
                                                 const std::string& template_name) {

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/status.h"
 
 namespace fak {
@@ -13,6 +15,9 @@ struct ModelChatTemplate {
   std::string bos_token;
   std::string eos_token;
 };
+// A JSON file, keys in file order (templates print dicts in insertion order); Corrupt when invalid.
+Result<nlohmann::ordered_json> ReadJsonFile(const std::string& path);
+
 // template_name picks one of several named templates ("default" when empty).
 Result<ModelChatTemplate> LoadModelChatTemplate(const std::string& model_path,
                                                 const std::string& template_name = "");

@@ -2,21 +2,13 @@
 
 #include <filesystem>
 
-#include "core/mapped_file.h"                // ReadFileToString
-#include "tokenizer/chat_template_loader.h"  // LoadModelChatTemplate
+#include "tokenizer/chat_template_loader.h"  // LoadModelChatTemplate, ReadJsonFile
 
 namespace fak {
 
 namespace {
 
 using ojson = nlohmann::ordered_json;
-
-Result<ojson> ReadJson(const std::string& path) {
-  FAK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
-  ojson j = ojson::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Corrupt("{}: not valid JSON", path);
-  return j;
-}
 
 }  // namespace
 
@@ -25,7 +17,7 @@ Status RunTemplate(const TemplateOptions& options, std::ostream& out) {
   if (options.messages_path.empty()) return InvalidArgument("template: a messages file (-f) is required");
   FAK_ASSIGN_OR_RETURN(ModelChatTemplate model,
                        LoadModelChatTemplate(options.model_path, options.template_name));
-  FAK_ASSIGN_OR_RETURN(ojson input, ReadJson(options.messages_path));
+  FAK_ASSIGN_OR_RETURN(ojson input, ReadJsonFile(options.messages_path));
   ojson messages, tools, extra = ojson::object();
   bool add_generation_prompt = false;
   if (input.is_array()) {
