@@ -66,21 +66,37 @@ TEST(Ops, SiluMul) {
   EXPECT_NEAR(g[2], -2.0 * 3.0 / (1 + std::exp(-3.0)), 1e-5);
 }
 
+// Keys and values (n positions of head_dim floats) as f16 KV pages of `page` positions.
+struct F16Pages {
+  F16Pages(const std::vector<float>& kf, const std::vector<float>& vf, int64_t n, int64_t hd, int64_t page)
+      : page_tokens(page) {
+    const int64_t n_pages = (n + page - 1) / page;
+    k.assign(n_pages, std::vector<uint16_t>(page * hd));
+    v = k;
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t d = 0; d < hd; ++d) {
+        k[j / page][(j % page) * hd + d] = cpu::FloatToHalf(kf[j * hd + d]);
+        v[j / page][(j % page) * hd + d] = cpu::FloatToHalf(vf[j * hd + d]);
+      }
+    }
+    for (int64_t p = 0; p < n_pages; ++p) kptr.push_back(k[p].data()), vptr.push_back(v[p].data());
+  }
+  cpu::HeadKv kv() const { return {kptr.data(), vptr.data(), page_tokens}; }
+
+  int64_t page_tokens;
+  std::vector<std::vector<uint16_t>> k, v;
+  std::vector<const uint16_t*> kptr, vptr;
+};
+
 TEST(Ops, AttentionVariantsMatchDoubleSoftmax) {
   const int64_t hd = 64, page = 16, n_ctx = 37;
   auto q = Random(hd, 4), kf = Random(n_ctx * hd, 5), vf = Random(n_ctx * hd, 6);
   // Pages of f16 keys/values; the reference uses the same f16-rounded values.
   const int64_t n_pages = (n_ctx + page - 1) / page;
-  std::vector<std::vector<uint16_t>> kp(n_pages, std::vector<uint16_t>(page * hd)), vp = kp;
-  for (int64_t j = 0; j < n_ctx; ++j) {
-    for (int64_t d = 0; d < hd; ++d) {
-      kp[j / page][(j % page) * hd + d] = cpu::FloatToHalf(kf[j * hd + d]);
-      vp[j / page][(j % page) * hd + d] = cpu::FloatToHalf(vf[j * hd + d]);
-    }
-  }
-  std::vector<const uint16_t*> kptr, vptr;
-  for (int64_t p = 0; p < n_pages; ++p) kptr.push_back(kp[p].data()), vptr.push_back(vp[p].data());
-  cpu::HeadKv kv{kptr.data(), vptr.data(), page};
+  F16Pages pages(kf, vf, n_ctx, hd, page);
+  const auto& kp = pages.k;
+  const auto& vp = pages.v;
+  const cpu::HeadKv kv = pages.kv();
   const float scale = 1.0f / 8.0f;
   std::vector<double> s(n_ctx), want(hd, 0.0);
   double mx = -1e300, sum = 0;
@@ -175,7 +191,7 @@ TEST(CpuBackend, BindChecksOnceAndErrorsSurfaceAtSynchronize) {
   auto out = be->Alloc(2, 2);
   ASSERT_TRUE(out.ok());
   const int32_t tokens[] = {2, 3}, zeros[] = {0, 0}, begin[] = {0, 0};
-  be->SetBatch(BatchPlan{tokens, zeros, zeros, begin, {}, {}, 1});
+  be->SetBatch(BatchPlan{tokens, zeros, zeros, begin, {}, {}, 1, {}});
   be->Embed(*emb, *out);  // token 3 is outside the table: queued, reported later
   Status s = be->Synchronize();
   EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
@@ -219,17 +235,9 @@ TEST(Ops, GroupedAttentionGivesEachHeadsOneHeadBits) {
   const int64_t hd = 64, page = 16, group = 7;
   for (int64_t n_ctx : {1, 5, 64, 65, 150}) {
     const int64_t n_pages = (n_ctx + page - 1) / page;
-    std::vector<std::vector<uint16_t>> kp(n_pages, std::vector<uint16_t>(page * hd)), vp = kp;
     auto kf = Random(n_pages * page * hd, 31), vf = Random(n_pages * page * hd, 32);
-    for (int64_t j = 0; j < n_pages * page; ++j) {
-      for (int64_t d = 0; d < hd; ++d) {
-        kp[j / page][(j % page) * hd + d] = cpu::FloatToHalf(kf[j * hd + d]);
-        vp[j / page][(j % page) * hd + d] = cpu::FloatToHalf(vf[j * hd + d]);
-      }
-    }
-    std::vector<const uint16_t*> kptr, vptr;
-    for (int64_t p = 0; p < n_pages; ++p) kptr.push_back(kp[p].data()), vptr.push_back(vp[p].data());
-    cpu::HeadKv kv{kptr.data(), vptr.data(), page};
+    F16Pages pages(kf, vf, n_pages * page, hd, page);
+    const cpu::HeadKv kv = pages.kv();
     auto q = Random(group * hd, 33);
     const cpu::KernelTable& k = cpu::Kernels();
     std::vector<float> scratch(cpu::AttendScratchFloats(group, hd, n_ctx)), grouped(group * hd), one(hd);
