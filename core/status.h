@@ -21,6 +21,7 @@ enum class StatusCode {
   kUnsupported,      // well-formed but not something fak handles (yet)
   kOutOfRange,       // an index, size or count beyond a limit
   kInternal,         // a bug in fak
+  kBusy,             // a resource is used up for now (a queue, memory): retry later
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -69,6 +70,10 @@ Status Unsupported(fmt::format_string<Args...> f, Args&&... args) {
 template <typename... Args>
 Status OutOfRange(fmt::format_string<Args...> f, Args&&... args) {
   return Status(StatusCode::kOutOfRange, fmt::format(f, std::forward<Args>(args)...));
+}
+template <typename... Args>
+Status Busy(fmt::format_string<Args...> f, Args&&... args) {
+  return Status(StatusCode::kBusy, fmt::format(f, std::forward<Args>(args)...));
 }
 template <typename... Args>
 Status Internal(fmt::format_string<Args...> f, Args&&... args) {

@@ -14,6 +14,7 @@ void RegisterTokenize(CLI::App& app, Context& ctx);
 void RegisterTemplate(CLI::App& app, Context& ctx);
 void RegisterRun(CLI::App& app, Context& ctx);
 void RegisterChat(CLI::App& app, Context& ctx);
+void RegisterServe(CLI::App& app, Context& ctx);
 void RegisterBench(CLI::App& app, Context& ctx);
 void RegisterSynth(CLI::App& app, Context& ctx);
 void RegisterQuantize(CLI::App& app, Context& ctx);

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   fak::cli::RegisterTemplate(app, ctx);
   fak::cli::RegisterRun(app, ctx);
   fak::cli::RegisterChat(app, ctx);
+  fak::cli::RegisterServe(app, ctx);
   fak::cli::RegisterBench(app, ctx);
   fak::cli::RegisterSynth(app, ctx);
   fak::cli::RegisterQuantize(app, ctx);
