@@ -162,7 +162,7 @@ void RegisterServe(CLI::App& app, Context& ctx) {
   cmd->add_option("--host", sf.host, "Address to listen on (default 127.0.0.1: this machine only)");
   cmd->add_option("--port", sf.port, "Port (0: any free port, printed at start)");
   cmd->add_option("--api-key", sf.api_keys, "Require \"Authorization: Bearer KEY\" (repeatable; also FAK_API_KEY)");
-  cmd->add_option("--parallel,-np", sf.parallel, "Requests decoding at once");
+  cmd->add_option("--parallel,--np", sf.parallel, "Requests decoding at once");
   cmd->add_option("--kv-budget", sf.kv_budget_mib,
                   "KV cache memory in MiB, shared by requests and the prefix cache (default: --parallel full contexts)");
   cmd->add_option("--queue", sf.queue, "Requests waiting beyond --parallel before 503");
