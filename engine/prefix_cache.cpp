@@ -31,7 +31,8 @@ PrefixCache::Node* PrefixCache::Walk(std::span<const int32_t> tokens, int64_t ma
     Node* child = it->second.get();
     int64_t k = 0;
     const int64_t edge = static_cast<int64_t>(child->edge.size());
-    while (k < edge && i + k < limit && child->edge[static_cast<size_t>(k)] == tokens[static_cast<size_t>(i + k)]) {
+    while (k < edge && i + k < limit &&
+           child->edge[static_cast<size_t>(k)] == tokens[static_cast<size_t>(i + k)]) {
       ++k;
     }
     i += k;

@@ -17,8 +17,9 @@ class PrefixCacheTest : public ::testing::Test {
     auto m = LoadModel(kTinyLlama);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     model_ = std::move(*m);
-    auto rt = Runtime::Create(*model_, RuntimeOptions{.max_context = 64, .kv_pages = 40, .page_tokens = 4,
-                                                      .backend = {.threads = 1}});
+    auto rt = Runtime::Create(
+        *model_,
+        RuntimeOptions{.max_context = 64, .kv_pages = 40, .page_tokens = 4, .backend = {.threads = 1}});
     ASSERT_TRUE(rt.ok()) << rt.status().ToString();
     rt_ = std::move(*rt);
     vocab_ = model_->config.vocab_size;

@@ -12,11 +12,11 @@ struct Scheduler::Job {
   std::unique_ptr<Sequence> seq;
   std::unique_ptr<RequestDecoder> decoder;
   std::vector<float> logits;
-  int64_t cached = 0;       // prompt positions restored from the cache
-  int64_t steps = 0;        // tokens sampled
-  bool decoding = false;    // the prompt is in; next_token() is the token to run
+  int64_t cached = 0;     // prompt positions restored from the cache
+  int64_t steps = 0;      // tokens sampled
+  bool decoding = false;  // the prompt is in; next_token() is the token to run
   int32_t next = -1;
-  std::vector<float> raw;   // logits before the sampler touches them (log-probabilities)
+  std::vector<float> raw;  // logits before the sampler touches them (log-probabilities)
   std::vector<int32_t> order;
 };
 
@@ -199,10 +199,11 @@ void Scheduler::Admit() {
     if (rt_.kv_pool().free_pages() < need && !cache_.EvictFor(need)) {
       if (active_.empty()) {
         const int64_t page = rt_.kv_pool().geometry().page_tokens;
-        Status s = Busy("the request needs {} KV pages ({} prompt tokens and up to {} generated, {} per page); "
-                        "the pool has {} pages and {} are held by pinned prefixes",
-                        PagesStillNeeded(job), n, job.req.limits.max_tokens, page, rt_.kv_pool().max_pages(),
-                        rt_.kv_pool().used_pages());
+        Status s = Busy(
+            "the request needs {} KV pages ({} prompt tokens and up to {} generated, {} per page); "
+            "the pool has {} pages and {} are held by pinned prefixes",
+            PagesStillNeeded(job), n, job.req.limits.max_tokens, page, rt_.kv_pool().max_pages(),
+            rt_.kv_pool().used_pages());
         std::unique_ptr<Job> dead = std::move(waiting_.front());
         waiting_.pop_front();
         --queued_;
@@ -292,9 +293,10 @@ void Scheduler::StepOnce() {
     const int64_t at = a->seq->size();
     const int64_t chunk = std::min(n - at, budget);
     const bool last = at + chunk == n;
-    work_.push_back({a->seq.get(), std::span<const int32_t>(a->req.prompt).subspan(static_cast<size_t>(at),
-                                                                                   static_cast<size_t>(chunk)),
-                     false, last ? a->logits.data() : nullptr});
+    work_.push_back(
+        {a->seq.get(),
+         std::span<const int32_t>(a->req.prompt).subspan(static_cast<size_t>(at), static_cast<size_t>(chunk)),
+         false, last ? a->logits.data() : nullptr});
     in_batch.push_back(a.get());
     budget -= chunk;
   }

@@ -36,8 +36,8 @@ struct GenerationRequest {
   std::vector<int32_t> prompt;
   SamplingParams sampling;
   DecodeLimits limits;
-  int top_logprobs = -1;   // -1: no log-probabilities; 0: the chosen token's; k: and the k likeliest
-  int64_t pin_tokens = 0;  // pin the prompt's first pin_tokens positions in the prefix cache
+  int top_logprobs = -1;      // -1: no log-probabilities; 0: the chosen token's; k: and the k likeliest
+  int64_t pin_tokens = 0;     // pin the prompt's first pin_tokens positions in the prefix cache
   bool prefill_only = false;  // compute (and cache) the prompt, generate nothing
 };
 
@@ -84,10 +84,10 @@ class RequestHandle {
 };
 
 struct SchedulerOptions {
-  int64_t max_active = 16;     // requests decoding or prefilling at once
-  int64_t max_queue = 64;      // requests waiting for admission; beyond it Submit refuses
-  int64_t step_tokens = 256;   // token budget of one step (decode rows and prefill chunks)
-  int64_t min_prefill = 32;    // prefill tokens a step runs even when decode rows fill the budget
+  int64_t max_active = 16;    // requests decoding or prefilling at once
+  int64_t max_queue = 64;     // requests waiting for admission; beyond it Submit refuses
+  int64_t step_tokens = 256;  // token budget of one step (decode rows and prefill chunks)
+  int64_t min_prefill = 32;   // prefill tokens a step runs even when decode rows fill the budget
   bool prefix_cache = true;
 };
 

@@ -54,8 +54,9 @@ class SchedulerTest : public ::testing::Test {
   }
 
   std::unique_ptr<Runtime> MakeRuntime(int64_t pages) {
-    auto rt = Runtime::Create(*model_, RuntimeOptions{.max_context = 128, .kv_pages = pages, .page_tokens = 8,
-                                                      .backend = {.threads = 2}});
+    auto rt = Runtime::Create(
+        *model_,
+        RuntimeOptions{.max_context = 128, .kv_pages = pages, .page_tokens = 8, .backend = {.threads = 2}});
     EXPECT_TRUE(rt.ok()) << rt.status().ToString();
     return std::move(*rt);
   }
@@ -67,7 +68,8 @@ class SchedulerTest : public ::testing::Test {
     return t;
   }
 
-  GenerationRequest Request(std::vector<int32_t> prompt, int64_t max_tokens, float temperature, uint64_t seed) {
+  GenerationRequest Request(std::vector<int32_t> prompt, int64_t max_tokens, float temperature,
+                            uint64_t seed) {
     GenerationRequest r;
     r.prompt = std::move(prompt);
     r.limits.max_tokens = max_tokens;

@@ -10,7 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
   g++-aarch64-linux-gnu qemu-user-static
-  python3 python3-jinja2
+  python3 python3-jinja2 python3-venv
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -28,3 +28,8 @@ if [ ! -f build/build.ninja ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
 fi
 ninja -C build -j "$jobs"
+# The official openai client, for the server's client test (a test oracle only: fak needs no Python).
+if [ ! -x build/venv/bin/python ] || ! build/venv/bin/python -c "import openai" 2>/dev/null; then
+  python3 -m venv build/venv
+  build/venv/bin/pip install -q --disable-pip-version-check "openai>=1.50,<3"
+fi

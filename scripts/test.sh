@@ -39,5 +39,7 @@ fi
 echo "== release tests"
 ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600
 rc=$?
+echo "== fak serve through the official openai Python client"
+build/venv/bin/python tests/python/openai_client_test.py build/apps/fak/fak || rc=1
 [ ${#failed[@]} -gt 0 ] && exit 1
 exit $rc

@@ -23,7 +23,8 @@ void Histogram::Write(const std::string& name, const std::string& help, std::str
     *out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], cum);
   }
   cum += counts_.back();
-  *out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, cum, name, sum_, name, count_);
+  *out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, cum, name, sum_, name,
+                      count_);
 }
 
 namespace {
@@ -64,41 +65,45 @@ std::string Metrics::Render(const SchedulerStats* s) const {
     out += "# HELP fak_requests_total HTTP requests answered, by endpoint and status code\n";
     out += "# TYPE fak_requests_total counter\n";
     for (const auto& [key, n] : requests_) {
-      out += fmt::format("fak_requests_total{{endpoint=\"{}\",status=\"{}\"}} {}\n", key.first, key.second, n);
+      out +=
+          fmt::format("fak_requests_total{{endpoint=\"{}\",status=\"{}\"}} {}\n", key.first, key.second, n);
     }
     Gauge("fak_prompt_tokens_total", "Prompt tokens of finished requests", "counter",
           static_cast<double>(prompt_tokens_), &out);
     Gauge("fak_prompt_cached_tokens_total", "Prompt tokens restored from the prefix cache", "counter",
           static_cast<double>(cached_tokens_), &out);
-    Gauge("fak_generation_tokens_total", "Generated tokens", "counter", static_cast<double>(generated_tokens_),
-          &out);
+    Gauge("fak_generation_tokens_total", "Generated tokens", "counter",
+          static_cast<double>(generated_tokens_), &out);
     Gauge("fak_client_disconnects_total", "Streams whose client went away before the end", "counter",
           static_cast<double>(disconnects_), &out);
   }
   ttft_.Write("fak_time_to_first_token_seconds", "Time from request to first generated token", &out);
-  itl_.Write("fak_inter_token_latency_seconds", "Time between consecutive generated tokens of a request", &out);
+  itl_.Write("fak_inter_token_latency_seconds", "Time between consecutive generated tokens of a request",
+             &out);
   duration_.Write("fak_request_duration_seconds", "Time from request to its last token", &out);
   if (s != nullptr) {
     Gauge("fak_queue_depth", "Requests waiting for admission", "gauge", static_cast<double>(s->queued), &out);
-    Gauge("fak_requests_running", "Requests prefilling or decoding", "gauge", static_cast<double>(s->active), &out);
+    Gauge("fak_requests_running", "Requests prefilling or decoding", "gauge", static_cast<double>(s->active),
+          &out);
     Gauge("fak_kv_pages_used", "KV pages in use (running requests and the prefix cache)", "gauge",
           static_cast<double>(s->kv_pages_used), &out);
     Gauge("fak_kv_pages_free", "KV pages free", "gauge", static_cast<double>(s->kv_pages_free), &out);
-    Gauge("fak_kv_pages_total", "KV pages in the pool (--kv-budget)", "gauge", static_cast<double>(s->kv_pages_total),
-          &out);
+    Gauge("fak_kv_pages_total", "KV pages in the pool (--kv-budget)", "gauge",
+          static_cast<double>(s->kv_pages_total), &out);
     Gauge("fak_scheduler_steps_total", "Batches run", "counter", static_cast<double>(s->steps), &out);
     const PrefixCacheStats& c = s->cache;
-    Gauge("fak_prefix_cache_entries", "Contexts kept in the prefix cache", "gauge", static_cast<double>(c.entries),
-          &out);
+    Gauge("fak_prefix_cache_entries", "Contexts kept in the prefix cache", "gauge",
+          static_cast<double>(c.entries), &out);
     Gauge("fak_prefix_cache_pinned_tokens", "Tokens of pinned prefixes", "gauge",
           static_cast<double>(c.pinned_tokens), &out);
     Gauge("fak_prefix_cache_lookup_tokens_total", "Prompt tokens looked up in the prefix cache", "counter",
           static_cast<double>(c.lookup_tokens), &out);
     Gauge("fak_prefix_cache_hit_tokens_total", "Prompt tokens found in the prefix cache", "counter",
           static_cast<double>(c.hit_tokens), &out);
-    Gauge("fak_prefix_cache_hit_ratio", "Hit tokens over looked-up tokens", "gauge",
-          c.lookup_tokens > 0 ? static_cast<double>(c.hit_tokens) / static_cast<double>(c.lookup_tokens) : 0.0,
-          &out);
+    Gauge(
+        "fak_prefix_cache_hit_ratio", "Hit tokens over looked-up tokens", "gauge",
+        c.lookup_tokens > 0 ? static_cast<double>(c.hit_tokens) / static_cast<double>(c.lookup_tokens) : 0.0,
+        &out);
     Gauge("fak_prefix_cache_evictions_total", "Prefix-cache entries evicted", "counter",
           static_cast<double>(c.evictions), &out);
   }

@@ -87,7 +87,8 @@ bool ContentText(const Json& c, size_t index, std::string* out, ApiError* err) {
     return true;
   }
   if (!c.is_array()) {
-    *err = Bad(param, fmt::format("'{}' must be a string or an array of content parts, not {}", param, TypeName(c)));
+    *err = Bad(param,
+               fmt::format("'{}' must be a string or an array of content parts, not {}", param, TypeName(c)));
     return false;
   }
   for (size_t k = 0; k < c.size(); ++k) {
@@ -98,7 +99,8 @@ bool ContentText(const Json& c, size_t index, std::string* out, ApiError* err) {
     }
     const std::string type = part["type"].get<std::string>();
     if (type != "text") {
-      *err = Bad(param, fmt::format("'{}[{}]' is a '{}' part; this model reads text parts only", param, k, type));
+      *err = Bad(param,
+                 fmt::format("'{}[{}]' is a '{}' part; this model reads text parts only", param, k, type));
       return false;
     }
     if (!part.contains("text") || !part["text"].is_string()) {
@@ -120,7 +122,8 @@ bool ParseMessages(const Json& body, Json* messages, size_t* leading_system, Api
     *err = Bad("messages", "'messages' must be a non-empty array");
     return false;
   }
-  static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant", "tool", "function"};
+  static const std::set<std::string> kRoles = {"system",    "developer", "user",
+                                               "assistant", "tool",      "function"};
   *messages = Json::array();
   *leading_system = 0;
   bool still_leading = true;
@@ -137,7 +140,9 @@ bool ParseMessages(const Json& body, Json* messages, size_t* leading_system, Api
     }
     const std::string role = m["role"].get<std::string>();
     if (!kRoles.count(role)) {
-      *err = Bad(p + ".role", fmt::format("'{}.role' is '{}'; expected system, developer, user, assistant or tool", p, role));
+      *err =
+          Bad(p + ".role",
+              fmt::format("'{}.role' is '{}'; expected system, developer, user, assistant or tool", p, role));
       return false;
     }
     Json out = m;  // tool_calls, tool_call_id, name and the like pass through to the template
@@ -163,7 +168,9 @@ bool ParseMessages(const Json& body, Json* messages, size_t* leading_system, Api
 
 }  // namespace
 
-std::string Dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+std::string Dump(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 nlohmann::json ErrorBody(const ApiError& e) {
   nlohmann::json err = {{"message", e.message}, {"type", e.type}};
@@ -172,20 +179,38 @@ nlohmann::json ErrorBody(const ApiError& e) {
   return {{"error", err}};
 }
 
-bool ParseRequest(Endpoint endpoint, const Json& body, const ModelInfo& model, ApiRequest* out, ApiError* err) {
+bool ParseRequest(Endpoint endpoint, const Json& body, const ModelInfo& model, ApiRequest* out,
+                  ApiError* err) {
   if (!body.is_object()) {
     *err = Bad("", fmt::format("the request body must be a JSON object, not {}", TypeName(body)));
     return false;
   }
   const bool chat = endpoint == Endpoint::kChat;
-  static const std::set<std::string> kCommon = {
-      "model",       "stream",           "stream_options",    "max_tokens",   "temperature", "top_p",
-      "seed",        "stop",             "n",                 "logprobs",     "presence_penalty",
-      "frequency_penalty", "user",       "top_k",             "min_p",        "repetition_penalty",
-      "logit_bias",  "ignore_eos",       "pin_prefix",        "metadata",     "store",       "service_tier"};
-  static const std::set<std::string> kChat = {"messages",  "max_completion_tokens", "top_logprobs",
-                                              "tools",     "tool_choice",           "parallel_tool_calls",
-                                              "response_format", "chat_template_kwargs"};
+  static const std::set<std::string> kCommon = {"model",
+                                                "stream",
+                                                "stream_options",
+                                                "max_tokens",
+                                                "temperature",
+                                                "top_p",
+                                                "seed",
+                                                "stop",
+                                                "n",
+                                                "logprobs",
+                                                "presence_penalty",
+                                                "frequency_penalty",
+                                                "user",
+                                                "top_k",
+                                                "min_p",
+                                                "repetition_penalty",
+                                                "logit_bias",
+                                                "ignore_eos",
+                                                "pin_prefix",
+                                                "metadata",
+                                                "store",
+                                                "service_tier"};
+  static const std::set<std::string> kChat = {
+      "messages",    "max_completion_tokens", "top_logprobs",    "tools",
+      "tool_choice", "parallel_tool_calls",   "response_format", "chat_template_kwargs"};
   static const std::set<std::string> kCompletions = {"prompt", "echo", "suffix", "best_of"};
   for (auto it = body.begin(); it != body.end(); ++it) {
     const std::string& k = it.key();
@@ -201,7 +226,8 @@ bool ParseRequest(Endpoint endpoint, const Json& body, const ModelInfo& model, A
     }
     out->model = it->get<std::string>();
     if (out->model != model.id) {
-      *err = Bad("model", fmt::format("the model '{}' does not exist; this server serves '{}'", out->model, model.id));
+      *err = Bad("model",
+                 fmt::format("the model '{}' does not exist; this server serves '{}'", out->model, model.id));
       err->http_status = 404;
       err->code = "model_not_found";
       return false;
@@ -290,7 +316,8 @@ bool ParseRequest(Endpoint endpoint, const Json& body, const ModelInfo& model, A
       *err = Bad("seed", fmt::format("'seed' must be an integer, not {}", TypeName(*it)));
       return false;
     }
-    g.sampling.seed = it->is_number_unsigned() ? it->get<uint64_t>() : static_cast<uint64_t>(it->get<int64_t>());
+    g.sampling.seed =
+        it->is_number_unsigned() ? it->get<uint64_t>() : static_cast<uint64_t>(it->get<int64_t>());
   } else {
     g.sampling.seed = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
   }
@@ -319,7 +346,8 @@ bool ParseRequest(Endpoint endpoint, const Json& body, const ModelInfo& model, A
         g.limits.stop.push_back(s.get<std::string>());
       }
     } else {
-      *err = Bad("stop", fmt::format("'stop' must be a string or an array of strings, not {}", TypeName(*it)));
+      *err =
+          Bad("stop", fmt::format("'stop' must be a string or an array of strings, not {}", TypeName(*it)));
       return false;
     }
     for (const auto& s : g.limits.stop) {
@@ -388,7 +416,8 @@ bool ParseRequest(Endpoint endpoint, const Json& body, const ModelInfo& model, A
     if (pin && leading_system > 0) {
       // The pinned prefix: the leading system messages as the template renders them alone.
       Json head(messages.begin(), messages.begin() + static_cast<std::ptrdiff_t>(leading_system));
-      auto head_text = RenderChat(*model.chat_template, head, tools, false, mt.bos_token, mt.eos_token, kwargs);
+      auto head_text =
+          RenderChat(*model.chat_template, head, tools, false, mt.bos_token, mt.eos_token, kwargs);
       if (head_text.ok() && text->compare(0, head_text->size(), *head_text) == 0) {
         auto ids = tok.Encode(*head_text, EncodeOptions{.add_special = false, .parse_special = true});
         if (ids.ok()) g.pin_tokens = static_cast<int64_t>(ids->size());
@@ -405,7 +434,8 @@ bool ParseRequest(Endpoint endpoint, const Json& body, const ModelInfo& model, A
     } else if (it->is_array() && !it->empty() && (*it)[0].is_number_integer()) {
       for (const auto& t : *it) {
         if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= tok.vocab_size()) {
-          *err = Bad("prompt", fmt::format("'prompt' token ids must be integers in [0, {})", tok.vocab_size()));
+          *err =
+              Bad("prompt", fmt::format("'prompt' token ids must be integers in [0, {})", tok.vocab_size()));
           return false;
         }
         g.prompt.push_back(t.get<int32_t>());
@@ -420,7 +450,8 @@ bool ParseRequest(Endpoint endpoint, const Json& body, const ModelInfo& model, A
   if (g.prompt.empty()) {
     auto ids = tok.Encode(out->prompt_text, EncodeOptions{.add_special = !chat, .parse_special = true});
     if (!ids.ok()) {
-      *err = Bad(chat ? "messages" : "prompt", fmt::format("the prompt cannot be tokenized: {}", ids.status().message()));
+      *err = Bad(chat ? "messages" : "prompt",
+                 fmt::format("the prompt cannot be tokenized: {}", ids.status().message()));
       return false;
     }
     g.prompt = std::move(*ids);
@@ -432,10 +463,11 @@ bool ParseRequest(Endpoint endpoint, const Json& body, const ModelInfo& model, A
     return false;
   }
   if (np >= model.context) {
-    *err = Bad(chat ? "messages" : "prompt",
-               fmt::format("this model's context holds {} tokens; the prompt has {} tokens, which leaves no room "
-                           "to generate (at most {} prompt tokens)",
-                           model.context, np, model.context - 1));
+    *err = Bad(
+        chat ? "messages" : "prompt",
+        fmt::format("this model's context holds {} tokens; the prompt has {} tokens, which leaves no room "
+                    "to generate (at most {} prompt tokens)",
+                    model.context, np, model.context - 1));
     err->code = "context_length_exceeded";
     return false;
   }
@@ -467,8 +499,8 @@ nlohmann::json LogprobsJson(Endpoint endpoint, const std::vector<TokenOut>& toke
     }
     return {{"content", content}};
   }
-  nlohmann::json toks = nlohmann::json::array(), lps = nlohmann::json::array(), tops = nlohmann::json::array(),
-                 offs = nlohmann::json::array();
+  nlohmann::json toks = nlohmann::json::array(), lps = nlohmann::json::array(),
+                 tops = nlohmann::json::array(), offs = nlohmann::json::array();
   for (const auto& t : tokens) {
     const std::string p = piece(t.id);
     toks.push_back(p);

@@ -50,8 +50,8 @@ struct ApiError {
 
 // Parses and checks the body, renders chat messages through the model's template and tokenizes the
 // prompt. On failure `err` says why and the result is false.
-bool ParseRequest(Endpoint endpoint, const nlohmann::ordered_json& body, const ModelInfo& model, ApiRequest* out,
-                  ApiError* err);
+bool ParseRequest(Endpoint endpoint, const nlohmann::ordered_json& body, const ModelInfo& model,
+                  ApiRequest* out, ApiError* err);
 
 nlohmann::json ErrorBody(const ApiError& e);
 

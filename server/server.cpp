@@ -97,7 +97,7 @@ struct Call {
     if (endpoint == Endpoint::kChat) {
       if (stream) {
         c["delta"] = delta_text.empty() && !finish.empty() ? nlohmann::json::object()
-                                                          : nlohmann::json({{"content", delta_text}});
+                                                           : nlohmann::json({{"content", delta_text}});
       } else {
         c["message"] = {{"role", "assistant"}, {"content", delta_text}};
       }
@@ -112,7 +112,10 @@ struct Call {
   nlohmann::json Envelope(bool stream) const {
     const char* object = endpoint == Endpoint::kChat ? (stream ? "chat.completion.chunk" : "chat.completion")
                                                      : "text_completion";
-    return {{"id", id}, {"object", object}, {"created", created}, {"model", model},
+    return {{"id", id},
+            {"object", object},
+            {"created", created},
+            {"model", model},
             {"system_fingerprint", "fak"}};
   }
 };
@@ -121,7 +124,8 @@ std::string SseEvent(const nlohmann::json& j) { return "data: " + Dump(j) + "\n\
 
 }  // namespace
 
-Server::Server(ServerOptions options) : options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
+Server::Server(ServerOptions options)
+    : options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
   created_ = static_cast<int64_t>(std::time(nullptr));
   Routes();
 }
@@ -134,7 +138,8 @@ Status Server::Bind() {
     if (port_ <= 0) return IoError("cannot bind {} to a free port", options_.host);
   } else {
     if (!http_->bind_to_port(options_.host, options_.port)) {
-      return IoError("cannot bind {}:{} (in use, or not an address of this machine)", options_.host, options_.port);
+      return IoError("cannot bind {}:{} (in use, or not an address of this machine)", options_.host,
+                     options_.port);
     }
     port_ = options_.port;
   }
@@ -161,7 +166,8 @@ void Server::Routes() {
   s.set_tcp_nodelay(true);
 
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (options_.api_keys.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    if (options_.api_keys.empty() || req.path == "/health")
+      return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     const std::string bearer = "Bearer ";
     if (auth.compare(0, bearer.size(), bearer) == 0) {
@@ -176,19 +182,20 @@ void Server::Routes() {
                            "invalid_api_key"));
     return httplib::Server::HandlerResponse::Handled;
   });
-  s.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    std::string msg;
-    if (res.status == 404) {
-      msg = fmt::format("no endpoint {} {}", req.method, req.path);
-    } else if (res.status == 413) {
-      msg = "the request body is larger than this server accepts (--max-body)";
-    } else {
-      msg = fmt::format("HTTP {}", res.status);
-    }
-    SendError(res, ErrorOf(res.status, "invalid_request_error", msg));
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+  s.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        std::string msg;
+        if (res.status == 404) {
+          msg = fmt::format("no endpoint {} {}", req.method, req.path);
+        } else if (res.status == 413) {
+          msg = "the request body is larger than this server accepts (--max-body)";
+        } else {
+          msg = fmt::format("HTTP {}", res.status);
+        }
+        SendError(res, ErrorOf(res.status, "invalid_request_error", msg));
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown error";
     try {
@@ -200,8 +207,8 @@ void Server::Routes() {
     SendError(res, ErrorOf(500, "server_error", "internal error: " + what));
   });
   s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    static const char* kKnown[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics",
-                                   "/v1/cache"};
+    static const char* kKnown[] = {
+        "/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics", "/v1/cache"};
     std::string ep = "other";
     for (const char* k : kKnown) {
       if (req.path == k) ep = k;
@@ -245,8 +252,10 @@ void Server::Routes() {
     sched->ClearCache();
     const SchedulerStats st = sched->stats();
     SendJson(res, 200,
-             {{"entries", st.cache.entries}, {"pinned_tokens", st.cache.pinned_tokens},
-              {"kv_pages_used", st.kv_pages_used}, {"kv_pages_free", st.kv_pages_free}});
+             {{"entries", st.cache.entries},
+              {"pinned_tokens", st.cache.pinned_tokens},
+              {"kv_pages_used", st.kv_pages_used},
+              {"kv_pages_free", st.kv_pages_free}});
   });
 
   auto completion = [this](Endpoint ep, const httplib::Request& req, httplib::Response& res) {
@@ -259,7 +268,8 @@ void Server::Routes() {
     try {
       body = Json::parse(req.body);
     } catch (const nlohmann::json::exception& e) {
-      SendError(res, ErrorOf(400, "invalid_request_error", fmt::format("the request body is not valid JSON: {}", e.what())));
+      SendError(res, ErrorOf(400, "invalid_request_error",
+                             fmt::format("the request body is not valid JSON: {}", e.what())));
       return;
     }
     ApiRequest api;
@@ -298,9 +308,11 @@ void Server::Routes() {
         return;
       }
       metrics_.AddTokens(d.usage.prompt_tokens, d.usage.cached_tokens, d.usage.completion_tokens);
-      metrics_.ObserveDuration(std::chrono::duration<double>(Clock::now() - call->handle->submitted()).count());
+      metrics_.ObserveDuration(
+          std::chrono::duration<double>(Clock::now() - call->handle->submitted()).count());
       nlohmann::json out = call->Envelope(false);
-      out["choices"] = nlohmann::json::array({call->Choice(call->text, call->tokens, false, d.finish_reason)});
+      out["choices"] =
+          nlohmann::json::array({call->Choice(call->text, call->tokens, false, d.finish_reason)});
       out["usage"] = UsageJson(d.usage);
       SendJson(res, 200, out);
       return;
@@ -348,7 +360,8 @@ void Server::Routes() {
               const ApiError e = FromStatus(d.error);
               if (!write(ErrorBody(e))) return gone();
             } else if (d.finish_reason != "cancelled") {
-              call->metrics->AddTokens(d.usage.prompt_tokens, d.usage.cached_tokens, d.usage.completion_tokens);
+              call->metrics->AddTokens(d.usage.prompt_tokens, d.usage.cached_tokens,
+                                       d.usage.completion_tokens);
               call->metrics->ObserveDuration(
                   std::chrono::duration<double>(Clock::now() - call->handle->submitted()).count());
               nlohmann::json last = call->Envelope(true);

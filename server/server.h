@@ -29,7 +29,7 @@ struct ServerOptions {
   int port = 8080;  // 0: any free port (see Server::port)
   std::vector<std::string> api_keys;
   size_t max_body_bytes = 4u << 20;
-  int http_threads = 64;         // connections served at once (a stream holds one for its length)
+  int http_threads = 64;           // connections served at once (a stream holds one for its length)
   int write_timeout_seconds = 10;  // a client that stops reading is dropped after this long
 };
 

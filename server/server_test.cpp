@@ -42,8 +42,8 @@ fs::path TempDir() {
 const std::string& TinyModel() {
   static std::string path = [] {
     const fs::path p = TempDir() / "tiny-q8_0.gguf";
-    auto r = bench::RunProcess({FAK_BINARY, "synth", "-g", "tiny", "-t", "q8_0", "--threads", "2", "-o", p.string()},
-                               120);
+    auto r = bench::RunProcess(
+        {FAK_BINARY, "synth", "-g", "tiny", "-t", "q8_0", "--threads", "2", "-o", p.string()}, 120);
     EXPECT_TRUE(r.ok() && r->exit_code == 0) << (r.ok() ? r->err_tail : r.status().ToString());
     return p.string();
   }();
@@ -57,8 +57,8 @@ const std::string kPreamble =
 class ServeProcess {
  public:
   explicit ServeProcess(std::vector<std::string> extra) {
-    std::vector<std::string> argv = {FAK_BINARY, "serve", "-m", TinyModel(), "--port", "0", "-t", "2",
-                                     "--alias", kModelId};
+    std::vector<std::string> argv = {FAK_BINARY, "serve", "-m", TinyModel(), "--port",
+                                     "0",        "-t",    "2",  "--alias",   kModelId};
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto p = bench::Subprocess::Start(argv);
     EXPECT_TRUE(p.ok()) << p.status().ToString();
@@ -136,9 +136,10 @@ RawResponse RawPost(int port, const std::string& path, const std::string& body) 
     close(fd);
     return out;
   }
-  const std::string req = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-                          "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-                          "\r\n\r\n" + body;
+  const std::string req = "POST " + path +
+                          " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                          "Content-Type: application/json\r\nContent-Length: " +
+                          std::to_string(body.size()) + "\r\n\r\n" + body;
   if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
     close(fd);
     return out;
@@ -277,8 +278,9 @@ TEST_F(ServerTest, ChatStreamingAndNotGiveTheSameAnswerWithUsage) {
 
 TEST_F(ServerTest, CompletionsStopStringsAndSeeds) {
   auto c = server_->Client();
-  json body = {{"model", kModelId}, {"prompt", "The agents share one preamble and"}, {"max_tokens", 16},
-               {"temperature", 0},  {"ignore_eos", true},                             {"logprobs", 2}};
+  json body = {{"model", kModelId},  {"prompt", "The agents share one preamble and"},
+               {"max_tokens", 16},   {"temperature", 0},
+               {"ignore_eos", true}, {"logprobs", 2}};
   auto r = Post(c, "/v1/completions", body);
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
@@ -300,14 +302,15 @@ TEST_F(ServerTest, CompletionsStopStringsAndSeeds) {
   EXPECT_EQ(js["choices"][0]["text"], text.substr(0, text.find(stop)));
 
   // Seeds: the same seed gives the same sample, another seed (almost surely) another.
-  json sampled = {{"model", kModelId}, {"prompt", "Once"}, {"max_tokens", 12},
-                  {"temperature", 1.0}, {"seed", 1234},   {"ignore_eos", true}};
+  json sampled = {{"model", kModelId},  {"prompt", "Once"}, {"max_tokens", 12},
+                  {"temperature", 1.0}, {"seed", 1234},     {"ignore_eos", true}};
   auto a = Post(c, "/v1/completions", sampled);
   auto b = Post(c, "/v1/completions", sampled);
   sampled["seed"] = 999;
   auto d = Post(c, "/v1/completions", sampled);
   ASSERT_TRUE(a && b && d);
-  const std::string ta = json::parse(a->body)["choices"][0]["text"], tb = json::parse(b->body)["choices"][0]["text"],
+  const std::string ta = json::parse(a->body)["choices"][0]["text"],
+                    tb = json::parse(b->body)["choices"][0]["text"],
                     td = json::parse(d->body)["choices"][0]["text"];
   EXPECT_EQ(ta, tb);
   EXPECT_NE(ta, td);
@@ -450,8 +453,10 @@ int OpenStream(int port, const json& body, size_t read_bytes) {
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return -1;
   const std::string b = body.dump();
-  const std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                          "Content-Length: " + std::to_string(b.size()) + "\r\n\r\n" + b;
+  const std::string req =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(b.size()) + "\r\n\r\n" + b;
   if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) return -1;
   std::string got;
   char buf[512];

@@ -43,12 +43,14 @@ Result<std::vector<int32_t>> PreambleTokens(const std::string& path, const serve
   const std::string text = ss.str();
   std::string rendered = text;
   if (m.chat_template != nullptr) {
-    nlohmann::ordered_json messages = nlohmann::ordered_json::array({{{"role", "system"}, {"content", text}}});
-    FAK_ASSIGN_OR_RETURN(rendered, RenderChat(*m.chat_template, messages, nullptr, false, m.template_meta.bos_token,
-                                              m.template_meta.eos_token));
+    nlohmann::ordered_json messages =
+        nlohmann::ordered_json::array({{{"role", "system"}, {"content", text}}});
+    FAK_ASSIGN_OR_RETURN(rendered, RenderChat(*m.chat_template, messages, nullptr, false,
+                                              m.template_meta.bos_token, m.template_meta.eos_token));
   }
-  FAK_ASSIGN_OR_RETURN(auto ids, m.tokenizer->Encode(rendered, EncodeOptions{.add_special = m.chat_template == nullptr,
-                                                                            .parse_special = true}));
+  FAK_ASSIGN_OR_RETURN(auto ids,
+                       m.tokenizer->Encode(rendered, EncodeOptions{.add_special = m.chat_template == nullptr,
+                                                                   .parse_special = true}));
   if (ids.empty()) return InvalidArgument("--pin-prefix {}: the preamble is empty", path);
   return ids;
 }
@@ -74,8 +76,9 @@ int Serve(const ModelFlags& mf, const ServeFlags& sf) {
   so.api_keys = sf.api_keys;
   if (const char* k = std::getenv("FAK_API_KEY"); k != nullptr && *k != '\0') so.api_keys.push_back(k);
   so.max_body_bytes = static_cast<size_t>(sf.max_body_mib * 1024 * 1024);
-  so.http_threads = sf.http_threads > 0 ? sf.http_threads
-                                        : static_cast<int>(std::max<int64_t>(64, sf.parallel + sf.queue + 16));
+  so.http_threads = sf.http_threads > 0
+                        ? sf.http_threads
+                        : static_cast<int>(std::max<int64_t>(64, sf.parallel + sf.queue + 16));
   so.write_timeout_seconds = sf.write_timeout;
   server::Server http(so);
   Status s = http.Bind();
@@ -101,8 +104,9 @@ int Serve(const ModelFlags& mf, const ServeFlags& sf) {
     const double page_bytes = static_cast<double>(c.n_layer * 2 * c.n_kv_head * c.head_dim * sf.page_tokens) *
                               (ro->kv_f32 ? 4.0 : 2.0);
     ro->kv_pages = static_cast<int64_t>(sf.kv_budget_mib * 1024 * 1024 / page_bytes);
-    if (ro->kv_pages < 1) return stop(Fail(fmt::format("--kv-budget {} MiB holds no KV page ({} bytes each)",
-                                                       sf.kv_budget_mib, page_bytes)));
+    if (ro->kv_pages < 1)
+      return stop(Fail(
+          fmt::format("--kv-budget {} MiB holds no KV page ({} bytes each)", sf.kv_budget_mib, page_bytes)));
   }
   auto rt = Runtime::Create(*loaded->model, *ro, loaded->backend.get());
   if (!rt.ok()) return stop(Fail(rt.status().ToString()));
@@ -133,14 +137,16 @@ int Serve(const ModelFlags& mf, const ServeFlags& sf) {
   for (const auto& p : sf.pin_prefix) {
     auto ids = PreambleTokens(p, info);
     if (!ids.ok()) return stop(Fail(ids.status().ToString()));
-    if (s = sched.PinPrefix(*ids); !s.ok()) return stop(Fail(fmt::format("--pin-prefix {}: {}", p, s.ToString())));
+    if (s = sched.PinPrefix(*ids); !s.ok())
+      return stop(Fail(fmt::format("--pin-prefix {}: {}", p, s.ToString())));
     std::printf("fak serve: pinned %zu tokens from %s\n", ids->size(), p.c_str());
   }
   const SchedulerStats st = sched.stats();
   http.Ready(&sched, info);
-  std::printf("fak serve: ready: model %s, context %lld, %lld sequences at once, KV pool %lld pages of %lld tokens\n",
-              info.id.c_str(), static_cast<long long>(info.context), static_cast<long long>(sf.parallel),
-              static_cast<long long>(st.kv_pages_total), static_cast<long long>(sf.page_tokens));
+  std::printf(
+      "fak serve: ready: model %s, context %lld, %lld sequences at once, KV pool %lld pages of %lld tokens\n",
+      info.id.c_str(), static_cast<long long>(info.context), static_cast<long long>(sf.parallel),
+      static_cast<long long>(st.kv_pages_total), static_cast<long long>(sf.page_tokens));
   std::fflush(stdout);
 
   int sig = 0;
@@ -155,25 +161,30 @@ int Serve(const ModelFlags& mf, const ServeFlags& sf) {
 }  // namespace
 
 void RegisterServe(CLI::App& app, Context& ctx) {
-  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible server with continuous batching and a prefix cache");
+  auto* cmd =
+      app.add_subcommand("serve", "OpenAI-compatible server with continuous batching and a prefix cache");
   static ModelFlags mf;
   static ServeFlags sf;
   mf.Add(cmd);
   cmd->add_option("--host", sf.host, "Address to listen on (default 127.0.0.1: this machine only)");
   cmd->add_option("--port", sf.port, "Port (0: any free port, printed at start)");
-  cmd->add_option("--api-key", sf.api_keys, "Require \"Authorization: Bearer KEY\" (repeatable; also FAK_API_KEY)");
+  cmd->add_option("--api-key", sf.api_keys,
+                  "Require \"Authorization: Bearer KEY\" (repeatable; also FAK_API_KEY)");
   cmd->add_option("--parallel,--np", sf.parallel, "Requests decoding at once");
-  cmd->add_option("--kv-budget", sf.kv_budget_mib,
-                  "KV cache memory in MiB, shared by requests and the prefix cache (default: --parallel full contexts)");
+  cmd->add_option(
+      "--kv-budget", sf.kv_budget_mib,
+      "KV cache memory in MiB, shared by requests and the prefix cache (default: --parallel full contexts)");
   cmd->add_option("--queue", sf.queue, "Requests waiting beyond --parallel before 503");
   cmd->add_option("--step-tokens", sf.step_tokens, "Tokens per batch step (decode rows plus prefill chunks)");
   cmd->add_option("--max-body", sf.max_body_mib, "Largest request body in MiB");
-  cmd->add_option("--pin-prefix", sf.pin_prefix,
-                  "A preamble file, rendered as a system message, computed at start and never evicted (repeatable)");
+  cmd->add_option(
+      "--pin-prefix", sf.pin_prefix,
+      "A preamble file, rendered as a system message, computed at start and never evicted (repeatable)");
   cmd->add_option("--alias", sf.alias, "The model name clients use (default: the file name)");
   cmd->add_flag("--no-prefix-cache", sf.no_prefix_cache, "Compute every prompt in full");
   cmd->add_option("--http-threads", sf.http_threads, "Connections served at once");
-  cmd->add_option("--write-timeout", sf.write_timeout, "Seconds before a client that stops reading is dropped");
+  cmd->add_option("--write-timeout", sf.write_timeout,
+                  "Seconds before a client that stops reading is dropped");
   cmd->add_option("--page-tokens", sf.page_tokens, "Positions per KV page");
   cmd->callback([&ctx]() { ctx.exit_code = Serve(mf, sf); });
 }
