@@ -523,8 +523,9 @@ TEST_F(ServerTest, DisconnectingAndStalledClientsLeaveNothingBehind) {
 
   // Meanwhile other requests are answered correctly.
   for (int i = 0; i < 4; ++i) {
-    const RawResponse r = RawPost(server_->port(), "/v1/completions",
-                                  json({{"prompt", "meanwhile"}, {"max_tokens", 4}, {"temperature", 0}}).dump());
+    const RawResponse r =
+        RawPost(server_->port(), "/v1/completions",
+                json({{"prompt", "meanwhile"}, {"max_tokens", 4}, {"temperature", 0}}).dump());
     EXPECT_EQ(r.status, 200) << r.body;
   }
   for (auto& t : ts) t.join();
