@@ -48,7 +48,7 @@ PrefixCache::Node* PrefixCache::Walk(std::span<const int32_t> tokens, int64_t ma
   return i > 0 ? node : nullptr;
 }
 
-const PrefixCache::Node* PrefixCache::AnyEntryBelow(const Node* n) const {
+PrefixCache::Node* PrefixCache::AnyEntryBelow(Node* n) const {
   // Every node but the root has an entry in its subtree (empty leaves are pruned).
   while (!n->snap && !n->children.empty()) n = n->children.begin()->second.get();
   return n->snap ? n : nullptr;
@@ -65,7 +65,7 @@ int64_t PrefixCache::Restore(std::span<const int32_t> tokens, int64_t max_tokens
   int64_t matched = 0;
   Node* node = Walk(tokens, max_tokens, &matched);
   if (node == nullptr || matched == 0) return 0;
-  Node* entry = const_cast<Node*>(AnyEntryBelow(node));
+  Node* entry = AnyEntryBelow(node);
   if (entry == nullptr) return 0;
   rt_.Restore(seq, *entry->snap);
   seq.Truncate(matched);

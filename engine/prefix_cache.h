@@ -68,7 +68,7 @@ class PrefixCache {
  private:
   struct Node;
   Node* Walk(std::span<const int32_t> tokens, int64_t max_tokens, int64_t* matched) const;
-  const Node* AnyEntryBelow(const Node* n) const;
+  Node* AnyEntryBelow(Node* n) const;
   void Evict(Node* n);
 
   Runtime& rt_;

@@ -25,8 +25,8 @@ RequestDelta RequestHandle::Take(std::chrono::milliseconds timeout) {
   cv_.wait_for(lock, timeout, [&] { return done_ || !pending_.text.empty() || !pending_.tokens.empty(); });
   RequestDelta out = std::move(pending_);
   pending_ = RequestDelta{};
-  if (done_) pending_.finished = out.finished;  // a finished request keeps saying so
-  if (done_) {
+  if (done_) {  // a finished request keeps saying so
+    pending_.finished = true;
     pending_.finish_reason = out.finish_reason;
     pending_.error = out.error;
     pending_.usage = out.usage;
