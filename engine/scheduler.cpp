@@ -1,5 +1,9 @@
 #include "engine/scheduler.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -228,6 +232,13 @@ void Scheduler::Loop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (active_.empty() && waiting_.empty()) {
+#ifdef __GLIBC__
+        // Going idle: hand the heap's free pages back (glibc keeps them in every thread's arena, so a
+        // burst of requests would otherwise leave the process at its high-water mark).
+        lock.unlock();
+        malloc_trim(0);
+        lock.lock();
+#endif
         cv_.wait(lock, [&] { return stop_ || !inbox_.empty() || clears_asked_ > clears_done_; });
       }
       if (stop_) break;

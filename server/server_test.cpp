@@ -21,6 +21,15 @@
 
 #include "bench/subprocess.h"
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FAK_HAS_ASAN 1
+#endif
+#endif
+#ifndef FAK_HAS_ASAN
+#define FAK_HAS_ASAN 0
+#endif
+
 namespace fak {
 namespace {
 
@@ -502,21 +511,34 @@ TEST_F(ServerTest, DisconnectingAndStalledClientsLeaveNothingBehind) {
   };
   // Warm up with the same load (twice: the KV store grows to its high-water mark and stays), then note
   // the baseline: pages of the pinned preamble only, and the RSS.
+  auto wait_idle = [&] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    std::string m;
+    while (std::chrono::steady_clock::now() < deadline) {
+      m = c.Get("/metrics")->body;
+      if (Metric(m, "fak_requests_running") == 0 && Metric(m, "fak_queue_depth") == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return m;
+  };
+  json stall = Chat("stall", 400);
+  stall["stream"] = true;
   for (int round = 0; round < 2; ++round) {
+    const int warm_stall = OpenStream(server_->port(), stall, 0);  // the measured load has one too
     storm();
     for (auto& t : ts) t.join();
     ts.clear();
+    close(warm_stall);
     ASSERT_EQ(complete.load(), 42) << why;
     complete = 0;
   }
+  wait_idle();
   ASSERT_EQ(c.Delete("/v1/cache")->status, 200);
   const double pinned_pages = Metric(c.Get("/metrics")->body, "fak_kv_pages_used");
   ASSERT_GT(pinned_pages, 0);
   const int64_t rss0 = RssKib(server_->pid());
 
   // A client that never reads its stream.
-  json stall = Chat("stall", 400);
-  stall["stream"] = true;
   const int stalled = OpenStream(server_->port(), stall, 0);
   ASSERT_GE(stalled, 0);
   storm();
@@ -534,22 +556,21 @@ TEST_F(ServerTest, DisconnectingAndStalledClientsLeaveNothingBehind) {
   close(stalled);
 
   // Everything ends: no request runs, and without the cache's entries the pages are the pinned ones.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  std::string m;
-  while (std::chrono::steady_clock::now() < deadline) {
-    m = c.Get("/metrics")->body;
-    if (Metric(m, "fak_requests_running") == 0 && Metric(m, "fak_queue_depth") == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  const std::string m = wait_idle();
   EXPECT_EQ(Metric(m, "fak_requests_running"), 0);
   EXPECT_GT(Metric(m, "fak_client_disconnects_total"), 10);
   ASSERT_EQ(c.Delete("/v1/cache")->status, 200);
   EXPECT_EQ(Metric(c.Get("/metrics")->body, "fak_kv_pages_used"), pinned_pages);
   const int64_t rss1 = RssKib(server_->pid());
-  // The bar is 5%; measured here: +5.6% (about 10 MiB) after the second storm in a fresh server
-  // process. Not yet explained (allocator arenas of the HTTP threads, or the KV store's high-water mark);
-  // until it is, the test holds the 10% it does meet, and the gap is on record in docs/server.md.
-  EXPECT_LE(rss1, rss0 * 110 / 100) << rss0 << " KiB after warm-up, " << rss1 << " KiB after";
+  // Within 5% of the post-warm-up RSS: the warm-up carries the same load (a stalled reader included),
+  // so the KV store has reached its high-water mark, and the scheduler trims the heap when it goes idle.
+#if defined(__SANITIZE_ADDRESS__) || FAK_HAS_ASAN
+  // AddressSanitizer keeps freed memory in quarantine, so RSS says nothing here; its leak checker runs
+  // when the server exits instead.
+  (void)rss1;
+#else
+  EXPECT_LE(rss1, rss0 * 105 / 100) << rss0 << " KiB after warm-up, " << rss1 << " KiB after";
+#endif
   EXPECT_EQ(Post(c, "/v1/chat/completions", Chat("after", 4))->status, 200);
 }
 
