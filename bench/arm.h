@@ -37,9 +37,14 @@ struct RequestSample {
   double decode_tps = 0;       // tokens after the first / time from first to last token
   double queue_ms = 0, setup_ms = 0, prefill_ms = 0, decode_ms = 0, verification_ms = 0, recovery_ms = 0,
          other_ms = 0, total_ms = 0;
-  int64_t recoveries = 0;           // times the engine dropped the request and it was resumed
-  std::vector<std::string> notes;   // what went wrong on the way (recovered errors)
-  std::vector<int32_t> tokens;      // greedy output ids
+  int64_t recoveries = 0;          // times the engine dropped the request and it was resumed
+  std::vector<std::string> notes;  // what went wrong on the way (recovered errors)
+  std::vector<int32_t> tokens;     // greedy output ids
+  // Fleet runs (fak bench fleet): which round and agent, when the request was sent (ms after the
+  // round's start), and the prompt tokens the server reported as taken from its cache.
+  int64_t round = -1, agent = -1;
+  double start_ms = 0;
+  int64_t prompt_tokens = 0, cached_tokens = -1;
   std::vector<float> first_logits;  // logits at the first generated position (vocab), when exposed
 };
 

@@ -72,5 +72,47 @@ TEST(BenchCli, CompareValidateReport) {
   fs::remove_all(root);
 }
 
+// Three agents sharing a preamble through the real fak serve and the stand-in llama-server, both
+// scenarios: two valid packets whose fleet sections show fak's later agents reading the preamble from
+// its prefix cache; a tampered fleet summary is caught by validate.
+TEST(BenchCli, FleetThroughRealServers) {
+  const fs::path root = testing::TempRoot("fleet");
+  Ran f =
+      Fak(fmt::format("bench fleet -m {} --llama-server {} --agents 3 --preamble 40 --task 6 --gen 4 -t 1 "
+                      "-q --name cli --out {}",
+                      testing::kTinyModel, FAK_FAKE_LLAMA_SERVER, (root / "runs").string()));
+  ASSERT_EQ(f.exit_code, 0) << f.out;
+  std::vector<std::string> dirs;
+  for (size_t at = 0; (at = f.out.find("run folder: ", at)) != std::string::npos; at += 12)
+    dirs.push_back(f.out.substr(at + 12, f.out.find('\n', at) - at - 12));
+  ASSERT_EQ(dirs.size(), 2u) << f.out;
+  for (const std::string& dir : dirs) {
+    EXPECT_EQ(Fak("bench validate " + dir).exit_code, 0) << dir;
+    EXPECT_TRUE(fs::exists(fs::path(dir) / "report.md"));
+    EXPECT_NE(testing::ReadText(fs::path(dir) / "report.md").find("## Fleet: "), std::string::npos);
+    const auto p = nlohmann::json::parse(testing::ReadText(fs::path(dir) / "packet.json"));
+    ASSERT_TRUE(p.contains("fleet")) << dir;
+    const auto& fak = p["fleet"]["arms"]["fak-serve"];
+    ASSERT_TRUE(fak.is_object()) << p["fleet"].dump();
+    EXPECT_EQ(fak["agents"], 3);
+    // The preamble's full KV pages (16 tokens each) come from the cache for every later agent.
+    EXPECT_GE(fak["rest_cached_tokens_min"].get<int64_t>(), 32) << fak.dump();
+    EXPECT_TRUE(p["fleet"]["arms"]["llama.cpp-server"].is_object());
+    EXPECT_FALSE(p["fleet"]["ratios"].empty());
+  }
+  // Change one stated number: validation recomputes it from the raw samples.
+  const fs::path packet = fs::path(dirs[0]) / "packet.json";
+  auto p = nlohmann::json::parse(testing::ReadText(packet));
+  p["fleet"]["arms"]["fak-serve"]["first_ttft_ms"]["p50"] = 0.001;
+  testing::WriteText(packet, p.dump(1));
+  Ran v = Fak("bench validate --json " + packet.string());
+  EXPECT_EQ(v.exit_code, 1);
+  EXPECT_NE(v.out.find("fleet.arms.fak-serve.first_ttft_ms"), std::string::npos) << v.out;
+
+  EXPECT_EQ(Fak("bench fleet -m x --agents 1").exit_code, 1);
+  EXPECT_EQ(Fak(fmt::format("bench fleet -m {} --scenarios nope", testing::kTinyModel)).exit_code, 1);
+  fs::remove_all(root);
+}
+
 }  // namespace
 }  // namespace fak::bench

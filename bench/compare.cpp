@@ -23,6 +23,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+}  // namespace
+
 std::string UtcNow(const char* format) {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -31,6 +33,8 @@ std::string UtcNow(const char* format) {
   std::strftime(buf, sizeof(buf), format, &tm);
   return buf;
 }
+
+namespace {
 
 Status WriteJson(const fs::path& path, const nlohmann::json& doc, std::string* sha) {
   // Engine output may hold invalid UTF-8 (a stderr tail cut anywhere): written as U+FFFD.
@@ -110,8 +114,6 @@ Result<CompareOutcome> RunCompare(const CompareOptions& o) {
   }
   Progress(o, fmt::format("hashing {}", o.model_path));
   FAK_ASSIGN_OR_RETURN(std::string model_sha, Sha256File(o.model_path));
-  const uint64_t model_size = fs::file_size(o.model_path);
-  const std::string model_file = fs::path(o.model_path).filename().string();
   const std::string created = UtcNow("%Y-%m-%dT%H:%M:%SZ");
   const std::string load_before = LoadAverage();
   Timer total;
@@ -137,16 +139,57 @@ Result<CompareOutcome> RunCompare(const CompareOptions& o) {
                             r.status == "ok" ? "" : ": " + r.reason));
   }
 
+  RunRecord rec;
+  rec.out_root = o.out_root;
+  rec.name = o.name;
+  rec.created_utc = created;
+  rec.fak_version = o.fak_version;
+  rec.command_line = o.command_line;
+  rec.model_path = o.model_path;
+  rec.model_sha = model_sha;
+  rec.tokenizer_file = fs::path(tok_path).filename().string();
+  rec.workload = w;
+  rec.runs = std::move(runs);
+  rec.reference = ref_index;
+  rec.load_before = load_before;
+  rec.workload_json = {
+      {"prompt_set", {{"file", set.file_name}, {"version", set.version}, {"sha256", set.sha256}}},
+      {"prompts", o.prompts},
+      {"ctx", o.ctx},
+      {"gen", o.gen},
+      {"warmup_runs", 1},
+      {"threads", w.threads},
+      {"sampling", "greedy, end-of-sequence ignored: every request generates exactly gen tokens"},
+      {"fit_rule",
+       "v1: prompt i encoded (tokenizer's BOS rule), then \"\\n\\n\" + the following prompts' texts appended "
+       "until >= ctx tokens, cut to ctx; warm-up: prompt N"}};
+  rec.flags = {{"arms", o.arms.size()},
+               {"reference", rec.runs[ref_index].name},
+               {"arm_timeout_seconds", o.arm_timeout_seconds},
+               {"startup_timeout_seconds", o.startup_timeout_seconds},
+               {"request_timeout_seconds", o.request_timeout_seconds}};
+  rec.duration_seconds = total.Seconds();
+  return WriteRunFolder(rec);
+}
+
+Result<CompareOutcome> WriteRunFolder(const RunRecord& rec) {
+  const std::vector<ArmRun>& runs = rec.runs;
+  const size_t ref_index = rec.reference;
+  const Workload& w = rec.workload;
+  const std::string model_file = fs::path(rec.model_path).filename().string();
+  const uint64_t model_size = fs::file_size(rec.model_path);
   const std::string host = HostName();
-  const fs::path rel = fs::path("by-machine") / host / (UtcNow("%Y%m%dT%H%M%SZ") + "-" + o.name);
-  fs::path dir = fs::path(o.out_root) / rel;
-  for (int k = 2; fs::exists(dir); ++k) dir = fs::path(o.out_root) / (rel.string() + "-" + std::to_string(k));
+  const fs::path rel = fs::path("by-machine") / host / (UtcNow("%Y%m%dT%H%M%SZ") + "-" + rec.name);
+  fs::path dir = fs::path(rec.out_root) / rel;
+  for (int k = 2; fs::exists(dir); ++k)
+    dir = fs::path(rec.out_root) / (rel.string() + "-" + std::to_string(k));
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return IoError("cannot create {}: {}", dir.string(), ec.message());
 
   nlohmann::json files = nlohmann::json::object();
   nlohmann::json arms_json = nlohmann::json::array();
+  nlohmann::json fleet_arms = nlohmann::json::object();
   CompareOutcome out;
   for (size_t i = 0; i < runs.size(); ++i) {
     const ArmRun& r = runs[i];
@@ -160,9 +203,10 @@ Result<CompareOutcome> RunCompare(const CompareOptions& o) {
     files[q_name] = sha;
     out.failed_arms += r.status != "ok";
     const bool ok = r.status == "ok";
+    if (!rec.fleet.is_null()) fleet_arms[r.name] = ok ? FleetFromRaw(raw) : nlohmann::json(nullptr);
     arms_json.push_back(
         {{"name", r.name},
-         {"spec", RedactModelPath(r.spec, o.model_path)},
+         {"spec", RedactModelPath(r.spec, rec.model_path)},
          {"engine", r.engine},
          {"version", r.version},
          {"status", r.status},
@@ -187,61 +231,52 @@ Result<CompareOutcome> RunCompare(const CompareOptions& o) {
         {{"name", r.name}, {"spec", r.spec}, {"version", r.version}, {"commands", r.commands}});
   }
   std::vector<std::string> cmd;
-  for (const auto& a : o.command_line) cmd.push_back(RedactModelPath(a, o.model_path));
-  const nlohmann::json workload = {
-      {"prompt_set", {{"file", set.file_name}, {"version", set.version}, {"sha256", set.sha256}}},
-      {"prompts", o.prompts},
-      {"ctx", o.ctx},
-      {"gen", o.gen},
-      {"warmup_runs", 1},
-      {"threads", w.threads},
-      {"sampling", "greedy, end-of-sequence ignored: every request generates exactly gen tokens"},
-      {"fit_rule",
-       "v1: prompt i encoded (tokenizer's BOS rule), then \"\\n\\n\" + the following prompts' texts appended "
-       "until >= ctx tokens, cut to ctx; warm-up: prompt N"}};
-  const nlohmann::json manifest = {
+  for (const auto& a : rec.command_line) cmd.push_back(RedactModelPath(a, rec.model_path));
+  nlohmann::json prompt_ids = {{"warmup", w.warmup}, {"measured", w.prompts}};
+  nlohmann::json manifest = {
       {"schema", kManifestSchema},
-      {"name", o.name},
-      {"created_utc", created},
+      {"name", rec.name},
+      {"created_utc", rec.created_utc},
       {"command", JoinCommand(cmd)},
-      {"fak_version", o.fak_version},
-      {"model", {{"file", model_file}, {"sha256", model_sha}, {"size_bytes", model_size}}},
-      {"tokenizer", fs::path(tok_path).filename().string()},
-      {"workload", workload},
-      {"flags",
-       {{"arms", o.arms.size()},
-        {"reference", names[ref_index]},
-        {"arm_timeout_seconds", o.arm_timeout_seconds},
-        {"startup_timeout_seconds", o.startup_timeout_seconds},
-        {"request_timeout_seconds", o.request_timeout_seconds}}},
+      {"fak_version", rec.fak_version},
+      {"model", {{"file", model_file}, {"sha256", rec.model_sha}, {"size_bytes", model_size}}},
+      {"tokenizer", rec.tokenizer_file},
+      {"workload", rec.workload_json},
+      {"flags", rec.flags},
       {"arms", arm_manifest},
-      {"load_average", {{"before", load_before}, {"after", LoadAverage()}}},
-      {"prompt_token_ids", {{"warmup", w.warmup}, {"measured", w.prompts}}},
-      {"duration_seconds", total.Seconds()}};
+      {"load_average", {{"before", rec.load_before}, {"after", LoadAverage()}}},
+      {"prompt_token_ids", prompt_ids},
+      {"duration_seconds", rec.duration_seconds}};
   std::string sha;
   FAK_RETURN_IF_ERROR(WriteJson(dir / "manifest.json", manifest, &sha));
   files["manifest.json"] = sha;
 
-  const nlohmann::json packet = {
+  nlohmann::json packet = {
       {"schema", kPacketSchema},
       {"run",
-       {{"name", o.name},
-        {"created_utc", created},
+       {{"name", rec.name},
+        {"created_utc", rec.created_utc},
         {"folder", rel.string()},
-        {"fak_version", o.fak_version}}},
+        {"fak_version", rec.fak_version}}},
       {"hardware", CollectHardware()},
       {"model",
        {{"file", model_file},
-        {"sha256", model_sha},
+        {"sha256", rec.model_sha},
         {"size_bytes", model_size},
-        {"weight_type", WeightType(o.model_path)}}},
-      {"workload", workload},
+        {"weight_type", WeightType(rec.model_path)}}},
+      {"workload", rec.workload_json},
       {"quality_policy",
        {{"name", kQualityPolicy}, {"version", kQualityPolicyVersion}, {"cosine_min", kCosineMin}}},
-      {"reference_arm", names[ref_index]},
+      {"reference_arm", runs[ref_index].name},
       {"arms", arms_json},
-      {"ratios", Ratios(arms_json, names[ref_index])},
+      {"ratios", Ratios(arms_json, runs[ref_index].name)},
       {"files", files}};
+  if (!rec.fleet.is_null()) {
+    nlohmann::json fleet = rec.fleet;
+    fleet["arms"] = fleet_arms;
+    fleet["ratios"] = FleetRatios(fleet_arms, runs[ref_index].name);
+    packet["fleet"] = std::move(fleet);
+  }
   FAK_RETURN_IF_ERROR(WriteJson(dir / "packet.json", packet, &sha));
   out.run_dir = dir.string();
   out.packet_path = (dir / "packet.json").string();

@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "bench/arm.h"
 #include "core/status.h"
 
 namespace fak::bench {
@@ -37,5 +40,26 @@ struct CompareOutcome {
 };
 
 Result<CompareOutcome> RunCompare(const CompareOptions& options);
+
+// Everything a run folder records. RunCompare and RunFleet fill one and WriteRunFolder writes it:
+// the arms' raw and quality files, manifest.json and packet.json (with a "fleet" section when
+// `fleet` is not null: the given fields plus every arm's FleetFromRaw summary and the ratios).
+struct RunRecord {
+  std::string out_root, name, created_utc, fak_version, tokenizer_file;
+  std::vector<std::string> command_line;
+  std::string model_path, model_sha;
+  Workload workload;  // the token ids, ctx and gen every arm got
+  nlohmann::json workload_json, flags;
+  std::vector<ArmRun> runs;  // names already unique
+  size_t reference = 0;
+  std::string load_before;
+  double duration_seconds = 0;
+  nlohmann::json fleet;
+};
+
+Result<CompareOutcome> WriteRunFolder(const RunRecord& record);
+
+// The current UTC time in strftime's `format`.
+std::string UtcNow(const char* format);
 
 }  // namespace fak::bench

@@ -46,4 +46,19 @@ nlohmann::json DecompositionFromRaw(const nlohmann::json& raw);
 // One entry per (arm, metric) where the arm and the reference both measured the metric.
 nlohmann::json Ratios(const nlohmann::json& arms, const std::string& reference);
 
+// Fleet runs: the fleet metrics, whether higher is better.
+inline constexpr MetricInfo kFleetMetrics[] = {{"first_ttft_ms", false, "ms"},
+                                               {"rest_ttft_ms", false, "ms"},
+                                               {"aggregate_decode_tps", true, "tok/s"},
+                                               {"wall_ms", false, "ms"}};
+// A fleet arm's summary from its raw doc (requests carrying "fleet" fields): per round, the first
+// agent's TTFT, the other agents' TTFTs, their aggregate decode rate (every token they generated over
+// the time from the first of their first tokens to the last of their last tokens) and the round's
+// wall time (first request sent to last response finished); then first_over_rest_p50/p95 (the first
+// agent's TTFT p50 over the rest's p50 / p95) and the fewest cached prompt tokens any later agent got.
+// Null when the raw doc holds no fleet requests.
+nlohmann::json FleetFromRaw(const nlohmann::json& raw);
+// One entry per (arm, fleet metric) against the reference, as Ratios does for the packet metrics.
+nlohmann::json FleetRatios(const nlohmann::json& fleet_arms, const std::string& reference);
+
 }  // namespace fak::bench

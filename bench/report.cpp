@@ -51,6 +51,41 @@ std::string Cell(const json& s) {
   return fmt::format("{} / {}", Num(s["p50"].get<double>()), Num(s["p95"].get<double>()));
 }
 
+// The fleet scenario's own table: per arm the first agent's TTFT, the others' TTFT, their aggregate
+// decode rate and the wall time, then the ratios against the reference arm.
+std::string FleetSection(const json& fleet, const std::string& reference) {
+  std::string md =
+      fmt::format("## Fleet: {} ({} agents, {} preamble + {} task tokens, {} round(s))\n\n",
+                  fleet.value("description", ""), fleet.value("agents", 0), fleet.value("preamble_tokens", 0),
+                  fleet.value("task_tokens", 0), fleet.value("rounds", 0));
+  md += "| arm |";
+  for (const auto& m : kFleetMetrics) md += fmt::format(" {} ({}) p50 / p95 |", m.name, m.unit);
+  md += " first / rest TTFT (p50) | fewest cached prompt tokens of a later agent |\n|---|";
+  for (size_t i = 0; i < std::size(kFleetMetrics) + 2; ++i) md += "---:|";
+  md += "\n";
+  for (const auto& [name, a] : fleet["arms"].items()) {
+    md += "| " + name + " |";
+    if (a.is_null()) {
+      md += " failed |\n";
+      continue;
+    }
+    for (const auto& m : kFleetMetrics) md += " " + Cell(a[m.name]) + " |";
+    const json& r = a["first_over_rest_p50"];
+    md += fmt::format(" {} | {} |\n", r.is_null() ? "-" : Num(r.get<double>()) + "x",
+                      a["rest_cached_tokens_min"].dump());
+  }
+  if (!fleet["ratios"].empty()) {
+    md += fmt::format(
+        "\nAgainst {}:\n\n| arm | metric | p50 ratio | p95 ratio | better |\n|---|---|---:|---:|---|\n",
+        reference);
+  }
+  for (const auto& r : fleet["ratios"]) {
+    md += fmt::format("| {} | {} | {:.3f} | {:.3f} | {} |\n", r.value("arm", ""), r.value("metric", ""),
+                      r.value("p50_ratio", 0.0), r.value("p95_ratio", 0.0), r.value("better", ""));
+  }
+  return md + "\n";
+}
+
 }  // namespace
 
 std::string BarChartSvg(const std::string& title, const std::string& unit,
@@ -175,6 +210,20 @@ Result<std::vector<std::string>> WriteReport(const std::string& run_dir) {
     FAK_RETURN_IF_ERROR(WriteText(dir / f, BarChartSvg(m.name, m.unit, {"p50", "p95"}, series)));
     written.push_back(f);
   }
+  const json fleet = p.value("fleet", json());
+  if (!fleet.is_null()) {
+    for (const auto& m : kFleetMetrics) {
+      std::vector<BarSeries> series;
+      for (const auto& [name, a] : fleet["arms"].items()) {
+        if (a.is_null() || a[m.name].is_null()) continue;
+        series.push_back({name, {a[m.name]["p50"].get<double>(), a[m.name]["p95"].get<double>()}});
+      }
+      if (series.empty()) continue;
+      const std::string f = fmt::format("chart-fleet-{}.svg", m.name);
+      FAK_RETURN_IF_ERROR(WriteText(dir / f, BarChartSvg(m.name, m.unit, {"p50", "p95"}, series)));
+      written.push_back(f);
+    }
+  }
   std::vector<BarSeries> decomp;
   for (const auto& a : arms) {
     if (a["status"] != "ok" || a["decomposition"].is_null()) continue;
@@ -218,6 +267,7 @@ Result<std::vector<std::string>> WriteReport(const std::string& run_dir) {
     md += fmt::format("| {} | {} | {} | {} | {} |\n", a.value("name", ""), a.value("engine", ""),
                       a.value("version", ""), a.value("status", ""), a["quality"].value("verdict", ""));
   }
+  if (!fleet.is_null()) md += FleetSection(fleet, p.value("reference_arm", ""));
   md += "\n## Latency and throughput (p50 / p95)\n\n| metric |";
   for (const auto& a : arms) md += fmt::format(" {} |", a.value("name", ""));
   md += "\n|---|";

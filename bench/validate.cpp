@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "bench/packet.h"
 #include "bench/quality.h"
@@ -201,6 +202,68 @@ void CheckQuality(Checker& c, const std::string& fname, const json& q, const jso
     c.Add("{}: a failed arm's verdict must be arm-failed", fname);
 }
 
+// The "fleet" section of a fleet packet: every ok arm's summary recomputed from its raw file, and
+// the ratios from the summaries.
+void CheckFleet(Checker& c, const json& f, const std::map<std::string, std::pair<std::string, json>>& raws,
+                const std::string& ref) {
+  if (!c.Has(f, "fleet", "arms", &json::is_object, "an object") ||
+      !c.Has(f, "fleet", "ratios", &json::is_array, "an array")) {
+    return;
+  }
+  for (const char* k : {"scenario", "agents", "preamble_tokens", "task_tokens"}) {
+    if (!f.contains(k)) c.Add("fleet: field \"{}\" is missing", k);
+  }
+  json derived = json::object();
+  for (const auto& [name, entry] : raws) {
+    const auto& [raw_name, raw] = entry;
+    const json d = FleetFromRaw(raw);
+    derived[name] = d;
+    const std::string where = "fleet.arms." + name;
+    if (!f["arms"].contains(name)) {
+      c.Add("{}: missing", where);
+      continue;
+    }
+    const json& st = f["arms"][name];
+    if (d.is_null() || st.is_null()) {
+      if (d.is_null() != st.is_null())
+        c.Add("{}: is {} but {} {}", where, st.is_null() ? "null" : "present", raw_name,
+              d.is_null() ? "holds no fleet requests" : "holds fleet requests");
+      continue;
+    }
+    for (const auto& m : kFleetMetrics) {
+      if (!st.contains(m.name)) {
+        c.Add("{}.{}: missing", where, m.name);
+        continue;
+      }
+      if (!st[m.name].is_null()) CheckSummary(c, where + "." + m.name, st[m.name]);
+      CompareSummaries(c, where + "." + m.name, st[m.name], d[m.name], raw_name);
+    }
+    for (const char* k :
+         {"rounds", "agents", "rest_cached_tokens_min", "first_over_rest_p50", "first_over_rest_p95"}) {
+      const json x = st.value(k, json()), y = d[k];
+      const bool same = (x.is_null() && y.is_null()) ||
+                        (x.is_number() && y.is_number() && NearlyEqual(x.get<double>(), y.get<double>()));
+      if (!same) c.Add("{}.{} is {} but the samples in {} give {}", where, k, x.dump(), raw_name, y.dump());
+    }
+  }
+  const json ratios = FleetRatios(derived, ref);
+  const json& stated = f["ratios"];
+  if (ratios.size() != stated.size()) {
+    c.Add("fleet.ratios: {} entries, the arms' fleet summaries give {}", stated.size(), ratios.size());
+    return;
+  }
+  for (size_t i = 0; i < ratios.size(); ++i) {
+    for (const char* k : {"p50_ratio", "p95_ratio"}) {
+      const json& s = stated[i];
+      if (!s.contains(k) || !s[k].is_number() || s.value("metric", "") != ratios[i]["metric"] ||
+          !NearlyEqual(s[k].get<double>(), ratios[i][k].get<double>())) {
+        c.Add("fleet.ratios[{}] ({} {}): {} does not follow from the summaries", i,
+              ratios[i]["arm"].get<std::string>(), ratios[i]["metric"].get<std::string>(), k);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 nlohmann::ordered_json ValidationReport::ToJson() const {
@@ -279,6 +342,7 @@ void ValidateInto(const std::string& packet_path, ValidationReport& rep) {
   // Arms.
   const std::string ref = p["reference_arm"];
   bool ref_found = false;
+  std::map<std::string, std::pair<std::string, json>> raws;  // arm name -> (raw file, raw doc) of ok arms
   for (size_t i = 0; i < p["arms"].size(); ++i) {
     const auto& a = p["arms"][i];
     const std::string an = a.is_object() ? a.value("name", fmt::format("#{}", i)) : fmt::format("#{}", i);
@@ -324,6 +388,7 @@ void ValidateInto(const std::string& packet_path, ValidationReport& rep) {
       CheckSum(c, where + ": decomposition", d["parts_ms"], d["total_ms"].get<double>());
     }
     if (!CheckRaw(c, raw_name, raw, a, wl)) continue;
+    raws[an] = {raw_name, raw};
     const json metrics = MetricsFromRaw(raw);
     for (const auto& m : kMetrics) {
       if (a["metrics"].contains(m.name)) {
@@ -353,6 +418,7 @@ void ValidateInto(const std::string& packet_path, ValidationReport& rep) {
     }
   }
   if (!ref_found) c.Add("reference_arm \"{}\" is none of the arms", ref);
+  if (p.contains("fleet")) CheckFleet(c, p["fleet"], raws, ref);
 
   // Ratios follow from the arms' metrics.
   const json ratios = Ratios(p["arms"], ref);

@@ -204,6 +204,7 @@ bool ParseRequest(Endpoint endpoint, const Json& body, const ModelInfo& model, A
                                                 "repetition_penalty",
                                                 "logit_bias",
                                                 "ignore_eos",
+                                                "return_token_ids",
                                                 "pin_prefix",
                                                 "metadata",
                                                 "store",
@@ -322,6 +323,7 @@ bool ParseRequest(Endpoint endpoint, const Json& body, const ModelInfo& model, A
     g.sampling.seed = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
   }
   if (!GetBool(body, "ignore_eos", &g.limits.ignore_eos, err)) return false;
+  if (!GetBool(body, "return_token_ids", &out->return_token_ids, err)) return false;
 
   // Lengths: max_completion_tokens (chat) wins over max_tokens; the default is the rest of the context.
   int64_t max_tokens = -1;

@@ -36,7 +36,8 @@ struct ApiRequest {
   bool include_usage = false;
   bool logprobs = false;
   int top_logprobs = 0;
-  std::string prompt_text;  // the rendered prompt (chat) or the prompt as given
+  bool return_token_ids = false;  // extension: each choice also lists its tokens' ids ("token_ids")
+  std::string prompt_text;        // the rendered prompt (chat) or the prompt as given
 };
 
 // An error an API client sees: HTTP status, OpenAI error type, the field it concerns, and a message.

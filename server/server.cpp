@@ -68,6 +68,7 @@ struct Call {
   std::string model;
   bool logprobs = false;
   bool include_usage = false;
+  bool token_ids = false;
   std::string text;
   std::vector<TokenOut> tokens;
   int64_t text_offset = 0;
@@ -106,6 +107,11 @@ struct Call {
     }
     c["logprobs"] = logprobs && !ts.empty() ? LogprobsJson(endpoint, ts, *tokenizer, text_offset) : nullptr;
     c["finish_reason"] = finish.empty() ? nlohmann::json(nullptr) : nlohmann::json(finish);
+    if (token_ids) {
+      nlohmann::json ids = nlohmann::json::array();
+      for (const auto& t : ts) ids.push_back(t.id);
+      c["token_ids"] = std::move(ids);
+    }
     return c;
   }
 
@@ -291,6 +297,7 @@ void Server::Routes() {
     call->model = model_.id;
     call->logprobs = api.logprobs;
     call->include_usage = api.include_usage;
+    call->token_ids = api.return_token_ids;
     call->metrics = &metrics_;
     call->tokenizer = model_.tokenizer;
 

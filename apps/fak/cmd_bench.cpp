@@ -81,6 +81,7 @@ Result<double> TimeOne(Session& s, const std::string& kind, int64_t n, int64_t v
 
 void RegisterBenchCompare(CLI::App* bench_cmd, Context& ctx);  // cmd_compare.cpp
 void RegisterBenchBatch(CLI::App* bench_cmd, Context& ctx);    // cmd_bench_batch.cpp
+void RegisterBenchFleet(CLI::App* bench_cmd, Context& ctx);    // cmd_bench_fleet.cpp
 
 void RegisterBench(CLI::App& app, Context& ctx) {
   auto* cmd =
@@ -108,6 +109,7 @@ void RegisterBench(CLI::App& app, Context& ctx) {
 
   RegisterBenchCompare(cmd, ctx);
   RegisterBenchBatch(cmd, ctx);
+  RegisterBenchFleet(cmd, ctx);
 
   cmd->callback([cmd, &ctx]() {
     if (!cmd->get_subcommands().empty()) return;  // kernels, batch, compare, validate, report
