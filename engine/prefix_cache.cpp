@@ -95,7 +95,6 @@ Status PrefixCache::Insert(const Sequence& seq, bool pinned) {
       Node* raw = leaf.get();
       node->children.emplace(t[static_cast<size_t>(i)], std::move(leaf));
       node = raw;
-      i = n;
       break;
     }
     Node* child = it->second.get();
