@@ -166,6 +166,7 @@ void RegisterBench(CLI::App& app, Context& ctx) {
                           {"weights", type},
                           {"weight_bytes", m.weight_bytes},
                           {"decode_step_bytes", step_bytes},
+                          {"backend", loaded->backend->name()},
                           {"threads", loaded->backend->threads()},
                           {"isa", std::string(cpu::IsaName(cpu::Kernels().isa))},
                           {"cpu", GetCpuFeatures().model_name},

@@ -15,7 +15,7 @@ void ModelFlags::Add(CLI::App* cmd) {
   cmd->add_option("-c,--ctx", ctx, "Context length");
   cmd->add_flag("--mmap", mmap, "Use GGUF tensors in place instead of copying them into huge pages");
   cmd->add_option("--kv-type", kv_type, "KV cache element type: f16 (default) or f32");
-  cmd->add_option("--backend", backend, "Backend: cpu");
+  cmd->add_option("--backend", backend, "Backend: cpu, cuda, or auto (cuda when a GPU is usable, else cpu)");
 }
 
 void SamplingFlags::Add(CLI::App* cmd) {

@@ -1,0 +1,131 @@
+// Paged causal attention, one block of 128 threads per (row, query head): the row's positions are
+// visited in tiles of 128 (one key per thread), with an online softmax whose maxima and sums are
+// reduced in a fixed tree order, and each thread accumulates its value dims over the tile's positions
+// in order. A row's result therefore depends only on its query and its sequence's cache: not on the
+// batch, nor on how its prompt was chunked.
+#include <cuda_fp16.h>
+
+#include <cfloat>
+
+#include "backends/cuda/kernels.h"
+
+namespace fak::cuda {
+namespace {
+
+constexpr int kTile = 128;  // threads per block and positions per tile
+constexpr int kMaxHeadDim = 256;
+
+__device__ __forceinline__ float BlockReduce(float v, float* scratch, bool max) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) {
+    const float o = __shfl_xor_sync(0xffffffffu, v, m);
+    v = max ? fmaxf(v, o) : v + o;
+  }
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float r = scratch[0];
+  for (int k = 1; k < kTile / 32; ++k) r = max ? fmaxf(r, scratch[k]) : r + scratch[k];
+  __syncthreads();
+  return r;
+}
+
+template <typename T>
+__device__ __forceinline__ float ToFloat(T v) {
+  if constexpr (sizeof(T) == 2) {
+    return __half2float(v);
+  } else {
+    return v;
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kTile)
+    AttentionKernel(DeviceKv kv, DeviceBatch b, int64_t layer, const float* q, int64_t n_head, float scale,
+                    float* out, int8_t* oq, float* od) {
+  __shared__ float qs[kMaxHeadDim];
+  __shared__ float p[kTile];
+  __shared__ float scratch[kTile / 32];
+  const int64_t row = blockIdx.x, head = blockIdx.y;
+  const int64_t hd = kv.head_dim, group = n_head / kv.n_kv_head, g = head / group;
+  const int tid = threadIdx.x;
+  const int64_t width = n_head * hd;
+  for (int64_t i = tid; i < hd; i += kTile) qs[i] = q[row * width + head * hd + i];
+  __syncthreads();
+  const int64_t ctx = static_cast<int64_t>(b.positions[row]) + 1;
+  const int32_t* table = b.pages + b.page_begin[b.row_seq[row]];
+  const int64_t block = kv.page_tokens * hd;
+  const int64_t k_off = ((layer * 2 + 0) * kv.n_kv_head + g) * block;
+  const int64_t v_off = ((layer * 2 + 1) * kv.n_kv_head + g) * block;
+
+  float m = -FLT_MAX, l = 0.0f;
+  float acc[kMaxHeadDim / kTile] = {0.0f, 0.0f};
+  for (int64_t t0 = 0; t0 < ctx; t0 += kTile) {
+    const int64_t t = t0 + tid;
+    float s = -FLT_MAX;
+    if (t < ctx) {
+      const T* key =
+          static_cast<const T*>(kv.page_ptr[table[t / kv.page_tokens]]) + k_off + (t % kv.page_tokens) * hd;
+      float dot = 0.0f;
+      for (int64_t i = 0; i < hd; ++i) dot = __fmaf_rn(qs[i], ToFloat(key[i]), dot);
+      s = dot * scale;
+    }
+    const float m_new = fmaxf(m, BlockReduce(s, scratch, true));
+    const float alpha = expf(m - m_new);
+    const float pt = t < ctx ? expf(s - m_new) : 0.0f;
+    p[tid] = pt;
+    l = l * alpha + BlockReduce(pt, scratch, false);  // the reduction's barrier also publishes p
+    const int64_t n = ctx - t0 < kTile ? ctx - t0 : kTile;
+#pragma unroll
+    for (int k = 0; k < kMaxHeadDim / kTile; ++k) {
+      const int64_t dim = tid + k * kTile;
+      if (dim >= hd) break;
+      float a = acc[k] * alpha;
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t pos = t0 + j;
+        const T* val = static_cast<const T*>(kv.page_ptr[table[pos / kv.page_tokens]]) + v_off +
+                       (pos % kv.page_tokens) * hd;
+        a = __fmaf_rn(p[j], ToFloat(val[dim]), a);
+      }
+      acc[k] = a;
+    }
+    m = m_new;
+    __syncthreads();  // p is rewritten by the next tile
+  }
+  float* o = out + row * width + head * hd;
+#pragma unroll
+  for (int k = 0; k < kMaxHeadDim / kTile; ++k) {
+    const int64_t dim = tid + k * kTile;
+    if (dim < hd) o[dim] = acc[k] / l;
+  }
+  if (oq == nullptr) return;
+  // The int8 shadow of this head's output: hd is a multiple of 32, so warps cover whole blocks.
+  __syncthreads();
+  for (int64_t i = tid; i < hd; i += kTile) {
+    const float v = o[i];
+    float amax = fabsf(v);
+#pragma unroll
+    for (int mm = 16; mm > 0; mm >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, mm));
+    const float dv = amax / 127.0f;
+    const int64_t e = row * width + head * hd + i;
+    oq[e] = static_cast<int8_t>(__float2int_rn(v * (dv > 0.0f ? 1.0f / dv : 0.0f)));
+    if ((tid & 31) == 0) od[e / 32] = dv;
+  }
+}
+
+}  // namespace
+
+cudaError_t Attention(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q, int64_t rows,
+                      int64_t n_head, float scale, float* out, int8_t* oq, float* od, cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  if (kv.head_dim > kMaxHeadDim) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_head));
+  if (kv.f32) {
+    AttentionKernel<float><<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od);
+  } else {
+    AttentionKernel<__half><<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace fak::cuda

@@ -1,0 +1,591 @@
+#include "backends/cuda/cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <span>
+#include <vector>
+
+#include "backends/cpu/ops.h"       // EmbeddingRow: the reference lookup, run on the host
+#include "backends/cuda/kernels.h"  // MatVec, RmsNorm, Attention, ...
+#include "backends/cuda/weights.h"  // RepackForDevice
+
+namespace fak::cuda {
+namespace {
+
+std::string ErrorText(cudaError_t e) {
+  return fmt::format("{} ({})", cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+Status CudaStatus(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return Status::Ok();
+  return Internal("CUDA: {}: {}", what, ErrorText(e));
+}
+
+// Device memory with an error that says how much was asked for and how much is free.
+Result<void*> DeviceAlloc(size_t bytes, const char* what) {
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes == 0 ? 1 : bytes);
+  if (e == cudaSuccess) return p;
+  cudaGetLastError();
+  size_t free_b = 0, total_b = 0;
+  cudaMemGetInfo(&free_b, &total_b);
+  return Busy("CUDA: cannot allocate {:.1f} MiB for {} ({}; {:.1f} MiB free of {:.1f} MiB)",
+              bytes / 1048576.0, what, ErrorText(e), free_b / 1048576.0, total_b / 1048576.0);
+}
+
+class GgufRows final : public WeightLayout {
+ public:
+  bool Repacks(GgmlType, int64_t) const override { return false; }
+  size_t Bytes(GgmlType type, int64_t rows, int64_t cols) const override {
+    return static_cast<size_t>(rows) * GgmlRowBytes(type, static_cast<uint64_t>(cols)).value_or(0);
+  }
+  int64_t GroupRows() const override { return 1; }
+  size_t GroupBytes(GgmlType type, int64_t cols) const override { return Bytes(type, 1, cols); }
+  Status Convert(GgmlType type, const uint8_t* rows, int64_t n, int64_t cols, uint8_t* group) const override {
+    std::memcpy(group, rows, Bytes(type, n, cols));
+    return Status::Ok();
+  }
+};
+
+// An f32 activation buffer and its int8 shadow (kernels.h's Q8Act), with the element range whose
+// shadow matches the f32 values.
+struct Buffer {
+  float* f32 = nullptr;
+  int8_t* q = nullptr;
+  float* d = nullptr;
+  int64_t elems = 0;
+  int64_t valid_begin = 0, valid_end = 0;
+};
+
+struct KvStore {
+  KvGeometry g;
+  int64_t max_pages = 0;
+  size_t page_bytes = 0;
+  std::vector<void*> chunks;    // cudaMalloc'd runs of pages
+  std::vector<void*> page_ptr;  // host copy of the page table
+  void** page_ptr_dev = nullptr;
+  DeviceKv View() const { return {page_ptr_dev, g.n_kv_head, g.head_dim, g.page_tokens, g.f32}; }
+};
+
+struct States {
+  size_t slot_bytes = 0;
+  int64_t n_slots = 0;
+  uint8_t* data = nullptr;
+};
+
+struct Embedding {
+  Weight table;
+  GgmlType as_type;
+};
+
+// Pinned host memory and its device twin: what a step uploads (batch arrays, RoPE tables, embedded
+// rows) goes through one pair, reset when the queue is drained.
+struct Staging {
+  uint8_t* host = nullptr;
+  uint8_t* dev = nullptr;
+  size_t capacity = 0, used = 0;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(cudaStream_t stream) : stream_(stream) {}
+
+  ~CudaBackend() override {
+    cudaStreamSynchronize(stream_);
+    for (auto& [p, b] : buffers_) FreeBuffer(b);
+    for (const auto& m : matrices_) {
+      cudaFree(const_cast<uint8_t*>(m.q));
+      cudaFree(const_cast<uint16_t*>(m.d));
+    }
+    for (float* v : vectors_) cudaFree(v);
+    for (auto& kv : kv_) {
+      for (void* c : kv.chunks) cudaFree(c);
+      cudaFree(kv.page_ptr_dev);
+    }
+    for (auto& s : states_) cudaFree(s.data);
+    cudaFreeHost(up_.host);
+    cudaFree(up_.dev);
+    cudaFreeHost(down_.host);
+    cudaStreamDestroy(stream_);
+  }
+
+  std::string name() const override { return "cuda"; }
+  int threads() const override { return 0; }
+  const WeightLayout& layout() const override { return CudaWeightLayout(); }
+
+  Result<BoundWeight> BindMatrix(const Weight& w) override {
+    FAK_ASSIGN_OR_RETURN(HostMatrix h, RepackForDevice(w));
+    DeviceMatrix m{h.format, w.rows, w.cols, nullptr, nullptr};
+    FAK_ASSIGN_OR_RETURN(void* q, DeviceAlloc(h.q.size(), "a weight matrix"));
+    m.q = static_cast<const uint8_t*>(q);
+    FAK_RETURN_IF_ERROR(
+        CudaStatus(cudaMemcpy(q, h.q.data(), h.q.size(), cudaMemcpyHostToDevice), "weight upload"));
+    if (!h.d.empty()) {
+      FAK_ASSIGN_OR_RETURN(void* d, DeviceAlloc(h.d.size() * 2, "weight scales"));
+      m.d = static_cast<const uint16_t*>(d);
+      FAK_RETURN_IF_ERROR(
+          CudaStatus(cudaMemcpy(d, h.d.data(), h.d.size() * 2, cudaMemcpyHostToDevice), "scale upload"));
+    }
+    matrices_.push_back(m);
+    return BoundWeight{static_cast<int32_t>(matrices_.size() - 1), w.rows, w.cols};
+  }
+
+  Result<BoundWeight> BindVector(const Weight& w) override {
+    if (!w.present() || w.type != GgmlType::kF32 || w.rows != 1) {
+      return InvalidArgument("a vector weight must be f32 with one row");
+    }
+    FAK_ASSIGN_OR_RETURN(void* p, DeviceAlloc(static_cast<size_t>(w.cols) * 4, "a vector weight"));
+    vectors_.push_back(static_cast<float*>(p));
+    FAK_RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpy(p, w.data, static_cast<size_t>(w.cols) * 4, cudaMemcpyHostToDevice), "vector upload"));
+    return BoundWeight{static_cast<int32_t>(vectors_.size() - 1), 1, w.cols};
+  }
+
+  Result<BoundWeight> BindEmbedding(const Weight& table, GgmlType as_type) override {
+    if (!table.present() || table.packed) return InvalidArgument("an embedding table must be GGUF rows");
+    // Looked up on the host (the table stays in the model's host memory): a step embeds few rows.
+    embeddings_.push_back({table, as_type});
+    max_embed_cols_ = std::max(max_embed_cols_, table.cols);
+    return BoundWeight{static_cast<int32_t>(embeddings_.size() - 1), table.rows, table.cols};
+  }
+
+  Result<int32_t> BindRope(const RopeSpec& rope) override {
+    if (rope.inv_freq.empty()) return InvalidArgument("rope with no frequencies");
+    ropes_.push_back(rope);
+    return static_cast<int32_t>(ropes_.size() - 1);
+  }
+
+  Result<Tensor> Alloc(int64_t rows, int64_t cols) override {
+    if (rows <= 0 || cols <= 0) return InvalidArgument("tensor shape ({}, {}) is empty", rows, cols);
+    Buffer b;
+    b.elems = rows * cols;
+    const auto n = static_cast<size_t>(b.elems);
+    FAK_ASSIGN_OR_RETURN(void* f, DeviceAlloc(n * 4, "an activation tensor"));
+    b.f32 = static_cast<float*>(f);
+    if (b.elems % 32 == 0) {
+      auto q = DeviceAlloc(n, "an activation's int8 shadow");
+      auto d = q.ok() ? DeviceAlloc(n / 32 * 4, "an activation's scales") : Result<void*>(q.status());
+      if (!q.ok() || !d.ok()) {
+        if (q.ok()) cudaFree(*q);
+        cudaFree(f);
+        return q.ok() ? d.status() : q.status();
+      }
+      b.q = static_cast<int8_t*>(*q);
+      b.d = static_cast<float*>(*d);
+    }
+    FAK_RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(b.f32, 0, n * 4, stream_), "zeroing a tensor"));
+    buffers_[reinterpret_cast<uintptr_t>(b.f32)] = b;
+    return Tensor{b.f32, rows, cols};
+  }
+
+  void Free(Tensor t) override {
+    auto it = buffers_.find(reinterpret_cast<uintptr_t>(t.data));
+    if (it == buffers_.end()) return;
+    cudaStreamSynchronize(stream_);
+    FreeBuffer(it->second);
+    buffers_.erase(it);
+  }
+
+  Result<int32_t> CreateKv(const KvGeometry& g, int64_t max_pages) override {
+    if (g.n_layer <= 0 || g.n_kv_head <= 0 || g.head_dim <= 0 || g.page_tokens <= 0 || max_pages <= 0) {
+      return InvalidArgument("KV geometry has an empty dimension");
+    }
+    KvStore s;
+    s.g = g;
+    s.max_pages = max_pages;
+    s.page_bytes =
+        2 * static_cast<size_t>(g.n_layer * g.n_kv_head * g.page_tokens * g.head_dim) * (g.f32 ? 4 : 2);
+    FAK_ASSIGN_OR_RETURN(void* table,
+                         DeviceAlloc(static_cast<size_t>(max_pages) * sizeof(void*), "the KV page table"));
+    s.page_ptr_dev = static_cast<void**>(table);
+    kv_.push_back(std::move(s));
+    return static_cast<int32_t>(kv_.size() - 1);
+  }
+
+  Status GrowKv(int32_t kv, int64_t n_pages) override {
+    KvStore& s = kv_[static_cast<size_t>(kv)];
+    if (n_pages > s.max_pages)
+      return OutOfRange("KV store holds {} pages, {} asked for", s.max_pages, n_pages);
+    const auto have = static_cast<int64_t>(s.page_ptr.size());
+    if (n_pages <= have) return Status::Ok();
+    // Pages come in runs that double the store (at least 16 pages), so a growing cache allocates rarely.
+    const int64_t add = std::min(s.max_pages - have, std::max({n_pages - have, have, int64_t{16}}));
+    FAK_ASSIGN_OR_RETURN(void* run, DeviceAlloc(static_cast<size_t>(add) * s.page_bytes, "KV cache pages"));
+    s.chunks.push_back(run);
+    FAK_RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(run, 0, static_cast<size_t>(add) * s.page_bytes, stream_),
+                                   "zeroing KV pages"));
+    for (int64_t i = 0; i < add; ++i)
+      s.page_ptr.push_back(static_cast<uint8_t*>(run) + static_cast<size_t>(i) * s.page_bytes);
+    // From pageable memory: the copy is staged before the call returns, so the vector may change after.
+    return CudaStatus(
+        cudaMemcpyAsync(s.page_ptr_dev + have, s.page_ptr.data() + have,
+                        static_cast<size_t>(add) * sizeof(void*), cudaMemcpyHostToDevice, stream_),
+        "KV page table upload");
+  }
+
+  Result<int32_t> CreateStates(size_t slot_bytes, int64_t n_slots) override {
+    if (slot_bytes == 0 || n_slots <= 0) return InvalidArgument("state store with no slots");
+    States s{slot_bytes, n_slots, nullptr};
+    FAK_ASSIGN_OR_RETURN(void* p,
+                         DeviceAlloc(slot_bytes * static_cast<size_t>(n_slots), "recurrent state slots"));
+    s.data = static_cast<uint8_t*>(p);
+    FAK_RETURN_IF_ERROR(
+        CudaStatus(cudaMemset(p, 0, slot_bytes * static_cast<size_t>(n_slots)), "zeroing states"));
+    states_.push_back(s);
+    return static_cast<int32_t>(states_.size() - 1);
+  }
+
+  void SetBatch(const BatchPlan& b) override {
+    if (!error_.ok()) return;
+    n_rows_ = static_cast<int64_t>(b.tokens.size());
+    n_out_ = static_cast<int64_t>(b.out_rows.size());
+    tokens_.assign(b.tokens.begin(), b.tokens.end());
+    positions_.assign(b.positions.begin(), b.positions.end());
+    // Everything the step uploads, in one pinned area: the batch arrays, every RoPE's cos/sin per row
+    // (computed as the CPU backend computes them, in double), and room for the embedded rows.
+    size_t need = 0;
+    for (const auto* a : {&b.tokens, &b.positions, &b.row_seq, &b.page_begin, &b.pages, &b.out_rows})
+      need += Align(a->size() * 4);
+    for (const RopeSpec& r : ropes_) need += Align(static_cast<size_t>(n_rows_) * r.inv_freq.size() * 2 * 4);
+    need += Align(static_cast<size_t>(n_rows_ * max_embed_cols_) * 4);
+    if (!Reserve(up_, need, true)) return;
+    up_.used = 0;
+    batch_.positions = Stage(b.positions);
+    batch_.row_seq = Stage(b.row_seq);
+    batch_.page_begin = Stage(b.page_begin);
+    batch_.pages = Stage(b.pages);
+    out_rows_dev_ = Stage(b.out_rows);
+    rope_tables_.clear();
+    for (const RopeSpec& r : ropes_) {
+      const size_t half = r.inv_freq.size();
+      std::vector<float> cs(static_cast<size_t>(n_rows_) * half * 2);
+      for (int64_t row = 0; row < n_rows_; ++row) {
+        float* c = &cs[static_cast<size_t>(row) * half * 2];
+        for (size_t i = 0; i < half; ++i) {
+          const double angle =
+              static_cast<double>(b.positions[static_cast<size_t>(row)]) * static_cast<double>(r.inv_freq[i]);
+          c[i] = static_cast<float>(std::cos(angle)) * r.attn_factor;
+          c[half + i] = static_cast<float>(std::sin(angle)) * r.attn_factor;
+        }
+      }
+      rope_tables_.push_back(Stage(std::span<const float>(cs)));
+    }
+    Check(cudaMemcpyAsync(up_.dev, up_.host, up_.used, cudaMemcpyHostToDevice, stream_), "batch upload");
+    uploaded_ = up_.used;
+  }
+
+  void Embed(BoundWeight table, Tensor out) override {
+    if (!error_.ok()) return;
+    const Embedding& e = embeddings_[static_cast<size_t>(table.id)];
+    const size_t at = up_.used;
+    auto* rows = reinterpret_cast<float*>(up_.host + at);
+    for (int64_t r = 0; r < n_rows_; ++r) {
+      Status s = cpu::EmbeddingRow(e.table, tokens_[static_cast<size_t>(r)], rows + r * out.cols, e.as_type);
+      if (!s.ok()) return Fail(std::move(s));
+    }
+    const size_t bytes = static_cast<size_t>(n_rows_ * out.cols) * 4;
+    up_.used += Align(bytes);
+    Check(cudaMemcpyAsync(out.data, rows, bytes, cudaMemcpyHostToDevice, stream_), "embedding upload");
+    Written(out);
+  }
+
+  void MatMul(BoundWeight w, Tensor x, Tensor y) override {
+    if (!error_.ok()) return;
+    const DeviceMatrix& m = matrices_[static_cast<size_t>(w.id)];
+    Q8Act xq;
+    if (ReadsQ8(m.format) && !ShadowOf(x, &xq)) return;
+    Check(fak::cuda::MatVec(m, x.data, xq, x.rows, y.data, y.cols, stream_), "MatMul");
+    Written(y);
+  }
+
+  void RmsNorm(Tensor x, BoundWeight w, Tensor y, float eps) override {
+    if (!error_.ok()) return;
+    Q8Act s;
+    const bool shadow = y.cols % 32 == 0 && ShadowSlot(y, &s);
+    Check(fak::cuda::RmsNorm(x.data, vectors_[static_cast<size_t>(w.id)], y.data, x.rows, x.cols, eps,
+                             shadow ? const_cast<int8_t*>(s.q) : nullptr,
+                             shadow ? const_cast<float*>(s.d) : nullptr, stream_),
+          "RmsNorm");
+    shadow ? Shadowed(y) : Written(y);
+  }
+
+  void AddRow(Tensor x, BoundWeight b) override {
+    if (!error_.ok()) return;
+    Check(fak::cuda::AddRow(x.data, vectors_[static_cast<size_t>(b.id)], x.rows, x.cols, stream_), "AddRow");
+    Written(x);
+  }
+
+  void Add(Tensor x, Tensor y) override {
+    if (!error_.ok()) return;
+    Check(fak::cuda::Add(x.data, y.data, x.rows * x.cols, stream_), "Add");
+    Written(x);
+  }
+
+  void SiluMul(Tensor g, Tensor u) override {
+    if (!error_.ok()) return;
+    Q8Act s;
+    const bool shadow = ShadowSlot(g, &s);
+    Check(fak::cuda::SiluMul(g.data, u.data, g.rows * g.cols, shadow ? const_cast<int8_t*>(s.q) : nullptr,
+                             shadow ? const_cast<float*>(s.d) : nullptr, stream_),
+          "SiluMul");
+    shadow ? Shadowed(g) : Written(g);
+  }
+
+  void Rope(Tensor x, int64_t head_dim, int32_t rope) override {
+    if (!error_.ok()) return;
+    const int64_t half = static_cast<int64_t>(ropes_[static_cast<size_t>(rope)].inv_freq.size());
+    Check(fak::cuda::Rope(x.data, x.rows, x.cols, head_dim, half, rope_tables_[static_cast<size_t>(rope)],
+                          ropes_[static_cast<size_t>(rope)].neox, stream_),
+          "Rope");
+    Written(x);
+  }
+
+  void KvWrite(int32_t kv, int64_t layer, Tensor k, Tensor v) override {
+    if (!error_.ok()) return;
+    Check(fak::cuda::KvWrite(kv_[static_cast<size_t>(kv)].View(), batch_, layer, k.data, v.data, k.rows,
+                             stream_),
+          "KvWrite");
+  }
+
+  void Attention(int32_t kv, int64_t layer, Tensor q, float scale, Tensor out) override {
+    if (!error_.ok()) return;
+    const KvStore& s = kv_[static_cast<size_t>(kv)];
+    Q8Act sh;
+    const bool shadow = s.g.head_dim % 32 == 0 && ShadowSlot(out, &sh);
+    Check(fak::cuda::Attention(s.View(), batch_, layer, q.data, q.rows, q.cols / s.g.head_dim, scale,
+                               out.data, shadow ? const_cast<int8_t*>(sh.q) : nullptr,
+                               shadow ? const_cast<float*>(sh.d) : nullptr, stream_),
+          "Attention");
+    shadow ? Shadowed(out) : Written(out);
+  }
+
+  void GatherOutRows(Tensor x, Tensor out) override {
+    if (!error_.ok()) return;
+    Check(fak::cuda::Gather(x.data, x.cols, out_rows_dev_, n_out_, out.data, stream_), "GatherOutRows");
+    Written(out);
+  }
+
+  void CopyKvPage(int32_t kv, int32_t src, int32_t dst) override {
+    if (!error_.ok()) return;
+    const KvStore& s = kv_[static_cast<size_t>(kv)];
+    Check(cudaMemcpyAsync(s.page_ptr[static_cast<size_t>(dst)], s.page_ptr[static_cast<size_t>(src)],
+                          s.page_bytes, cudaMemcpyDeviceToDevice, stream_),
+          "CopyKvPage");
+  }
+
+  void CopyState(int32_t states, int64_t src, int64_t dst) override {
+    if (!error_.ok()) return;
+    const States& s = states_[static_cast<size_t>(states)];
+    Check(cudaMemcpyAsync(s.data + static_cast<size_t>(dst) * s.slot_bytes,
+                          s.data + static_cast<size_t>(src) * s.slot_bytes, s.slot_bytes,
+                          cudaMemcpyDeviceToDevice, stream_),
+          "CopyState");
+  }
+
+  void ClearState(int32_t states, int64_t slot) override {
+    if (!error_.ok()) return;
+    const States& s = states_[static_cast<size_t>(states)];
+    Check(cudaMemsetAsync(s.data + static_cast<size_t>(slot) * s.slot_bytes, 0, s.slot_bytes, stream_),
+          "ClearState");
+  }
+
+  void Download(Tensor t, float* host) override {
+    if (!error_.ok()) return;
+    const size_t bytes = static_cast<size_t>(t.rows * t.cols) * 4;
+    if (down_.used + bytes > down_.capacity) {
+      // Drain what is queued so the pinned area can be replaced.
+      if (!DrainDownloads()) return;
+      if (!Reserve(down_, bytes, false)) return;
+    }
+    Check(cudaMemcpyAsync(down_.host + down_.used, t.data, bytes, cudaMemcpyDeviceToHost, stream_),
+          "Download");
+    pending_.push_back({host, down_.used, bytes});
+    down_.used += bytes;
+  }
+
+  Status Synchronize() override {
+    DrainDownloads();
+    up_.used = 0;
+    uploaded_ = 0;
+    Status s = std::move(error_);
+    error_ = Status::Ok();
+    return s;
+  }
+
+ private:
+  struct PendingDownload {
+    float* host;
+    size_t offset, bytes;
+  };
+
+  static size_t Align(size_t n) { return (n + 255) / 256 * 256; }
+
+  void Fail(Status s) {
+    if (error_.ok()) error_ = std::move(s);
+  }
+  void Check(cudaError_t e, const char* what) {
+    if (e != cudaSuccess) Fail(CudaStatus(e, what));
+  }
+
+  // Waits for the stream, then hands every pending download to its caller.
+  bool DrainDownloads() {
+    const cudaError_t e = cudaStreamSynchronize(stream_);
+    if (e != cudaSuccess) {
+      Check(e, "synchronize");
+      pending_.clear();
+      down_.used = 0;
+      return false;
+    }
+    for (const auto& p : pending_) std::memcpy(p.host, down_.host + p.offset, p.bytes);
+    pending_.clear();
+    down_.used = 0;
+    return true;
+  }
+
+  // Makes room for `bytes` in a staging pair (with a device twin when `dev`); the stream must not be
+  // reading the old area, so it is drained first.
+  bool Reserve(Staging& s, size_t bytes, bool dev) {
+    if (bytes <= s.capacity) {
+      if (uploaded_ > 0 && &s == &up_ && !DrainDownloads()) return false;
+      return true;
+    }
+    if (!DrainDownloads()) return false;
+    const size_t cap = std::max(bytes, s.capacity * 2);
+    cudaFreeHost(s.host);
+    if (dev) cudaFree(s.dev);
+    s = {};
+    if (cudaError_t e = cudaMallocHost(&s.host, cap); e != cudaSuccess) {
+      Fail(Busy("CUDA: cannot pin {:.1f} MiB of host memory for staging: {}", cap / 1048576.0, ErrorText(e)));
+      return false;
+    }
+    if (dev) {
+      auto p = DeviceAlloc(cap, "the upload staging area");
+      if (!p.ok()) {
+        Fail(p.status());
+        return false;
+      }
+      s.dev = static_cast<uint8_t*>(*p);
+    }
+    s.capacity = cap;
+    return true;
+  }
+
+  template <typename T>
+  const T* Stage(std::span<const T> a) {
+    std::memcpy(up_.host + up_.used, a.data(), a.size() * sizeof(T));
+    const T* dev = reinterpret_cast<const T*>(up_.dev + up_.used);
+    up_.used += Align(a.size() * sizeof(T));
+    return dev;
+  }
+
+  // The buffer a tensor view lies in, and the view's first element in it.
+  Buffer* Find(const Tensor& t, int64_t* offset) {
+    auto it = buffers_.upper_bound(reinterpret_cast<uintptr_t>(t.data));
+    if (it == buffers_.begin()) return nullptr;
+    --it;
+    Buffer& b = it->second;
+    const int64_t off = t.data - b.f32;
+    if (off < 0 || off + t.rows * t.cols > b.elems) return nullptr;
+    *offset = off;
+    return &b;
+  }
+  // Where the int8 shadow of t goes, when its buffer has one and t covers whole 32-blocks.
+  bool ShadowSlot(const Tensor& t, Q8Act* s) {
+    int64_t off = 0;
+    Buffer* b = Find(t, &off);
+    if (b == nullptr || b->q == nullptr || off % 32 != 0 || (t.rows * t.cols) % 32 != 0) return false;
+    s->q = b->q + off;
+    s->d = b->d + off / 32;
+    return true;
+  }
+  void Shadowed(const Tensor& t) {
+    int64_t off = 0;
+    if (Buffer* b = Find(t, &off)) {
+      b->valid_begin = off;
+      b->valid_end = off + t.rows * t.cols;
+    }
+  }
+  void Written(const Tensor& t) {
+    int64_t off = 0;
+    if (Buffer* b = Find(t, &off)) b->valid_begin = b->valid_end = 0;
+  }
+  // The int8 shadow of x for a quantized MatMul, quantized here when the producer did not write it.
+  bool ShadowOf(const Tensor& x, Q8Act* s) {
+    int64_t off = 0;
+    Buffer* b = Find(x, &off);
+    if (!ShadowSlot(x, s) || b == nullptr) {
+      Fail(Internal("CUDA: a quantized MatMul needs an activation tensor of whole 32-element blocks"));
+      return false;
+    }
+    if (off >= b->valid_begin && off + x.rows * x.cols <= b->valid_end) return true;
+    Check(fak::cuda::Quantize(x.data, x.rows * x.cols, const_cast<int8_t*>(s->q), const_cast<float*>(s->d),
+                              stream_),
+          "Quantize");
+    Shadowed(x);
+    return error_.ok();
+  }
+
+  static void FreeBuffer(Buffer& b) {
+    cudaFree(b.f32);
+    cudaFree(b.q);
+    cudaFree(b.d);
+  }
+
+  cudaStream_t stream_;
+  Status error_ = Status::Ok();
+  std::vector<DeviceMatrix> matrices_;
+  std::vector<float*> vectors_;
+  std::vector<Embedding> embeddings_;
+  int64_t max_embed_cols_ = 0;
+  std::vector<RopeSpec> ropes_;
+  std::map<uintptr_t, Buffer> buffers_;
+  std::vector<KvStore> kv_;
+  std::vector<States> states_;
+  // The current batch.
+  int64_t n_rows_ = 0, n_out_ = 0;
+  std::vector<int32_t> tokens_, positions_;
+  DeviceBatch batch_;
+  const int32_t* out_rows_dev_ = nullptr;
+  std::vector<const float*> rope_tables_;
+  Staging up_, down_;
+  size_t uploaded_ = 0;
+  std::vector<PendingDownload> pending_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> CreateCudaBackend(const CudaBackendOptions& options) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    if (e == cudaErrorInsufficientDriver) {
+      int driver = 0;
+      cudaDriverGetVersion(&driver);
+      return Unsupported(
+          "backend 'cuda': the NVIDIA driver supports CUDA {}.{}, fak was built for CUDA {}.{}",
+          driver / 1000, driver % 1000 / 10, CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
+    }
+    return NotFound("backend 'cuda': no usable CUDA device ({})", ErrorText(e));
+  }
+  if (n == 0) return NotFound("backend 'cuda': no CUDA device found");
+  if (options.device < 0 || options.device >= n) {
+    return InvalidArgument("backend 'cuda': device {} does not exist ({} device(s))", options.device, n);
+  }
+  FAK_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options.device), "selecting the device"));
+  cudaStream_t stream = nullptr;
+  FAK_RETURN_IF_ERROR(
+      CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "creating a stream"));
+  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(stream));
+}
+
+const WeightLayout& CudaWeightLayout() {
+  static const GgufRows layout;
+  return layout;
+}
+
+}  // namespace fak::cuda

@@ -1,0 +1,82 @@
+// Launchers of the CUDA backend's kernels. Every kernel reduces each output element in an order fixed
+// by the shapes of the weights and the heads alone, never by the number of rows in the batch, so a
+// row's result is the same bits alone and inside any batch (the engine's batch invariance).
+// Each launcher queues its kernel on `stream` and returns the launch error, if any.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace fak::cuda {
+
+// Weight matrices in device memory, in the layouts of weights.h.
+enum class MatFormat : int { kQ8_0, kQ4_K, kQ6_K, kF16, kBF16, kF32 };
+
+struct DeviceMatrix {
+  MatFormat format = MatFormat::kF32;
+  int64_t rows = 0, cols = 0;
+  const uint8_t* q = nullptr;   // quants, blocks or values
+  const uint16_t* d = nullptr;  // f16 block scales (q8_0: per 32 weights, q6_k: per 256), else null
+};
+
+// int8 activations: element i of an f32 buffer is q[i] * d[i / 32] (a "shadow" of the buffer).
+struct Q8Act {
+  const int8_t* q = nullptr;
+  const float* d = nullptr;
+};
+
+// True when the format reads int8 activations (the quantized formats) rather than f32.
+inline bool ReadsQ8(MatFormat f) {
+  return f == MatFormat::kQ8_0 || f == MatFormat::kQ4_K || f == MatFormat::kQ6_K;
+}
+
+// y (n, w.rows), row stride ldy = x (n, w.cols) . w^T. Quantized formats read xq, the others x.
+cudaError_t MatVec(const DeviceMatrix& w, const float* x, Q8Act xq, int64_t n, float* y, int64_t ldy,
+                   cudaStream_t stream);
+
+// q, d = the int8 shadow of x (n_elems, a multiple of 32).
+cudaError_t Quantize(const float* x, int64_t n_elems, int8_t* q, float* d, cudaStream_t stream);
+
+// y = x / rms(x) * w per row; when q is not null also y's int8 shadow (cols a multiple of 32).
+cudaError_t RmsNorm(const float* x, const float* w, float* y, int64_t rows, int64_t cols, float eps,
+                    int8_t* q, float* d, cudaStream_t stream);
+// x[r] += b for each of rows rows.
+cudaError_t AddRow(float* x, const float* b, int64_t rows, int64_t cols, cudaStream_t stream);
+// x += y over n elements.
+cudaError_t Add(float* x, const float* y, int64_t n, cudaStream_t stream);
+// g = silu(g) * u over n elements; when q is not null also g's int8 shadow (n a multiple of 32).
+cudaError_t SiluMul(float* g, const float* u, int64_t n, int8_t* q, float* d, cudaStream_t stream);
+// Rotates the first 2 * half dims of every head of row r by the angles whose cos and sin are
+// cos_sin[r * 2 * half + i] and cos_sin[r * 2 * half + half + i].
+cudaError_t Rope(float* x, int64_t rows, int64_t cols, int64_t head_dim, int64_t half, const float* cos_sin,
+                 bool neox, cudaStream_t stream);
+// out[i] = x[out_rows[i]].
+cudaError_t Gather(const float* x, int64_t cols, const int32_t* out_rows, int64_t n_out, float* out,
+                   cudaStream_t stream);
+
+// The batch as the KV kernels read it (device arrays, see ops/backend.h's BatchPlan).
+struct DeviceBatch {
+  const int32_t* positions = nullptr;
+  const int32_t* row_seq = nullptr;
+  const int32_t* page_begin = nullptr;
+  const int32_t* pages = nullptr;
+};
+
+// A KV store: page p's storage starts at page_ptr[p]; inside a page, block (layer, k or v, kv head)
+// holds page_tokens rows of head_dim elements (f16, or f32 when f32).
+struct DeviceKv {
+  void* const* page_ptr = nullptr;
+  int64_t n_kv_head = 0, head_dim = 0, page_tokens = 0;
+  bool f32 = false;
+};
+
+// Stores every row's keys and values (n_kv_head * head_dim each) at its position, layer `layer`.
+cudaError_t KvWrite(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* k, const float* v,
+                    int64_t rows, cudaStream_t stream);
+// out (rows, n_head * head_dim) = causal attention of each row's query heads over its sequence's cache;
+// when q8 is not null also out's int8 shadow.
+cudaError_t Attention(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q, int64_t rows,
+                      int64_t n_head, float scale, float* out, int8_t* oq, float* od, cudaStream_t stream);
+
+}  // namespace fak::cuda

@@ -1,0 +1,191 @@
+// The CUDA backend's element-wise and row-wise kernels. Reductions (RMS, block maxima) run in a fixed
+// tree order per row, so a row's result does not depend on the rows around it.
+#include <cuda_fp16.h>
+
+#include "backends/cuda/kernels.h"
+
+namespace fak::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned Blocks(int64_t n, int per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }
+
+__device__ __forceinline__ float WarpMax(float v) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, m));
+  return v;
+}
+__device__ __forceinline__ float WarpSum(float v) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
+
+// One warp quantizes the 32-element block holding `v` (this lane's element): q = round(v / d) with
+// d = max|v| / 127.
+__device__ __forceinline__ void QuantizeLane(float v, int64_t i, int8_t* q, float* d) {
+  const float amax = WarpMax(fabsf(v));
+  const float dv = amax / 127.0f;
+  const float inv = dv > 0.0f ? 1.0f / dv : 0.0f;
+  q[i] = static_cast<int8_t>(__float2int_rn(v * inv));
+  if ((threadIdx.x & 31) == 0) d[i / 32] = dv;
+}
+
+__global__ void QuantizeKernel(const float* x, int64_t n, int8_t* q, float* d) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;  // n is a multiple of 32: whole warps leave together
+  QuantizeLane(x[i], i, q, d);
+}
+
+// One block per row. Elements are visited as 32-wide blocks by warps (element = 32 * blk + lane).
+__global__ void RmsNormKernel(const float* x, const float* w, float* y, int64_t cols, float eps, int8_t* q,
+                              float* d) {
+  __shared__ float part[kThreads / 32];
+  const int64_t row = blockIdx.x;
+  const float* xr = x + row * cols;
+  float* yr = y + row * cols;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) ss = __fmaf_rn(xr[i], xr[i], ss);
+  ss = WarpSum(ss);
+  if (lane == 0) part[warp] = ss;
+  __syncthreads();
+  float total = 0.0f;
+  for (int k = 0; k < warps; ++k) total += part[k];
+  const float scale = rsqrtf(total / static_cast<float>(cols) + eps);
+  const int64_t blocks = (cols + 31) / 32;
+  for (int64_t b = warp; b < blocks; b += warps) {
+    const int64_t i = b * 32 + lane;
+    const float v = i < cols ? xr[i] * scale * w[i] : 0.0f;
+    if (i < cols) yr[i] = v;
+    if (q != nullptr) QuantizeLane(v, row * cols + i, q, d);
+  }
+}
+
+__global__ void AddRowKernel(float* x, const float* b, int64_t n, int64_t cols) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += b[i % cols];
+}
+
+__global__ void AddKernel(float* x, const float* y, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += y[i];
+}
+
+__global__ void SiluMulKernel(float* g, const float* u, int64_t n, int8_t* q, float* d) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;  // with a shadow, n is a multiple of 32
+  const float a = g[i];
+  const float v = a / (1.0f + expf(-a)) * u[i];
+  g[i] = v;
+  if (q != nullptr) QuantizeLane(v, i, q, d);
+}
+
+// One block per row; threads over (head, pair).
+__global__ void RopeKernel(float* x, int64_t cols, int64_t head_dim, int64_t half, const float* cos_sin,
+                           bool neox) {
+  const int64_t row = blockIdx.x;
+  const int64_t heads = cols / head_dim;
+  const float* cs = cos_sin + row * 2 * half;
+  for (int64_t t = threadIdx.x; t < heads * half; t += blockDim.x) {
+    const int64_t h = t / half, i = t % half;
+    float* v = x + row * cols + h * head_dim;
+    const int64_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+    const float c = cs[i], s = cs[half + i];
+    const float x0 = v[a], x1 = v[b];
+    v[a] = x0 * c - x1 * s;
+    v[b] = x1 * c + x0 * s;
+  }
+}
+
+__global__ void GatherKernel(const float* x, int64_t cols, const int32_t* out_rows, float* out) {
+  const int64_t r = blockIdx.x;
+  const float* src = x + static_cast<int64_t>(out_rows[r]) * cols;
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) out[r * cols + i] = src[i];
+}
+
+// One block per row; threads over (kv head, dim).
+template <typename T>
+__global__ void KvWriteKernel(DeviceKv kv, DeviceBatch b, int64_t layer, const float* k, const float* v) {
+  const int64_t row = blockIdx.x;
+  const int64_t width = kv.n_kv_head * kv.head_dim;
+  const int64_t pos = b.positions[row];
+  const int32_t page = b.pages[b.page_begin[b.row_seq[row]] + pos / kv.page_tokens];
+  T* base = static_cast<T*>(kv.page_ptr[page]);
+  const int64_t block = kv.page_tokens * kv.head_dim, off = (pos % kv.page_tokens) * kv.head_dim;
+  for (int64_t t = threadIdx.x; t < width; t += blockDim.x) {
+    const int64_t h = t / kv.head_dim, i = t % kv.head_dim;
+    T* kd = base + ((layer * 2 + 0) * kv.n_kv_head + h) * block + off;
+    T* vd = base + ((layer * 2 + 1) * kv.n_kv_head + h) * block + off;
+    if constexpr (sizeof(T) == 2) {
+      kd[i] = __float2half_rn(k[row * width + t]);
+      vd[i] = __float2half_rn(v[row * width + t]);
+    } else {
+      kd[i] = k[row * width + t];
+      vd[i] = v[row * width + t];
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t Quantize(const float* x, int64_t n_elems, int8_t* q, float* d, cudaStream_t stream) {
+  if (n_elems <= 0) return cudaSuccess;
+  QuantizeKernel<<<Blocks(n_elems, kThreads), kThreads, 0, stream>>>(x, n_elems, q, d);
+  return cudaGetLastError();
+}
+
+cudaError_t RmsNorm(const float* x, const float* w, float* y, int64_t rows, int64_t cols, float eps,
+                    int8_t* q, float* d, cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  const int threads = cols >= kThreads ? kThreads : (cols >= 128 ? 128 : 32);
+  RmsNormKernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(x, w, y, cols, eps, q, d);
+  return cudaGetLastError();
+}
+
+cudaError_t AddRow(float* x, const float* b, int64_t rows, int64_t cols, cudaStream_t stream) {
+  const int64_t n = rows * cols;
+  if (n <= 0) return cudaSuccess;
+  AddRowKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(x, b, n, cols);
+  return cudaGetLastError();
+}
+
+cudaError_t Add(float* x, const float* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  AddKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(x, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t SiluMul(float* g, const float* u, int64_t n, int8_t* q, float* d, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  SiluMulKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(g, u, n, q, d);
+  return cudaGetLastError();
+}
+
+cudaError_t Rope(float* x, int64_t rows, int64_t cols, int64_t head_dim, int64_t half, const float* cos_sin,
+                 bool neox, cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  RopeKernel<<<static_cast<unsigned>(rows), 128, 0, stream>>>(x, cols, head_dim, half, cos_sin, neox);
+  return cudaGetLastError();
+}
+
+cudaError_t Gather(const float* x, int64_t cols, const int32_t* out_rows, int64_t n_out, float* out,
+                   cudaStream_t stream) {
+  if (n_out <= 0) return cudaSuccess;
+  GatherKernel<<<static_cast<unsigned>(n_out), kThreads, 0, stream>>>(x, cols, out_rows, out);
+  return cudaGetLastError();
+}
+
+cudaError_t KvWrite(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* k, const float* v,
+                    int64_t rows, cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  if (kv.f32) {
+    KvWriteKernel<float><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(kv, b, layer, k, v);
+  } else {
+    KvWriteKernel<__half><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(kv, b, layer, k, v);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace fak::cuda

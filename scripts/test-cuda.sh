@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The CUDA backend's tests and benchmarks, for a machine with an NVIDIA GPU (docs/bench/gpu.md).
+#
+#   scripts/test-cuda.sh pack   on the build machine: builds, then gathers into .cuda-run/ the fak
+#                               binary, the CUDA test binary, the shared libraries they load that a bare
+#                               GPU machine lacks, and the llama.cpp fixtures the tests read.
+#   scripts/test-cuda.sh run    on the GPU machine, from the repository root (with .cuda-run/ beside):
+#                               the consistency harness and model tests, then decode and prefill
+#                               benchmarks on models synthesized there; results under $OUT (default
+#                               build/cuda-results).
+# Elsewhere the CUDA tests run in the ordinary ctest and report themselves skipped ("skipped: no GPU").
+set -uo pipefail
+cd "$(dirname "$0")/.."
+pack=.cuda-run
+case "${1:-}" in
+  pack)
+    ninja -C build fak cuda_backend_test || exit 1
+    rm -rf "$pack" && mkdir -p "$pack/bin" "$pack/lib" "$pack/shared/fixtures/llamacpp-tiny"
+    cp build/apps/fak/fak build/backends/cuda/cuda_backend_test "$pack/bin/"
+    strip -s "$pack"/bin/*  # the working tree that travels to the GPU machine is limited in size
+    for bin in "$pack"/bin/*; do
+      ldd "$bin" | awk '$3 ~ /^\// {print $3}'
+    done | sort -u | grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' | xargs -r cp -L -t "$pack/lib/"
+    cp ../shared/fixtures/llamacpp-tiny/tiny-llama-q4_k_m.gguf "$pack/shared/fixtures/llamacpp-tiny/"
+    mkdir -p "$pack/shared/fixtures/tokenizers/qwen3"  # for fak synth there, compressed to travel
+    gzip -9 -c ../shared/fixtures/tokenizers/qwen3/tokenizer.json > "$pack/shared/fixtures/tokenizers/qwen3/tokenizer.json.gz"
+    cp ../shared/fixtures/tokenizers/qwen3/tokenizer_config.json "$pack/shared/fixtures/tokenizers/qwen3/"
+    grep -qxF "/$pack/" .git/info/exclude 2>/dev/null || echo "/$pack/" >> .git/info/exclude
+    du -sh "$pack"
+    ;;
+  run)
+    out=${OUT:-build/cuda-results}
+    mkdir -p "$out"
+    export LD_LIBRARY_PATH="$PWD/$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    [ -e ../shared ] || ln -s "$PWD/$pack/shared" ../shared
+    fak="$pack/bin/fak"
+    tok="$pack/shared/fixtures/tokenizers/qwen3"
+    [ -f "$tok/tokenizer.json" ] || gunzip -k "$tok/tokenizer.json.gz"
+    export FAK_SYNTH_TOKENIZER="$PWD/$tok"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/gpu.txt"
+    "$fak" --version | tee -a "$out/gpu.txt"
+    rc=0
+    echo "== CUDA tests"
+    "$pack/bin/cuda_backend_test" --gtest_output="json:$out/cuda_backend_test.json" > "$out/cuda_backend_test.log" 2>&1 || rc=1
+    grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|Failure|error|Expected|Which is|actual' "$out/cuda_backend_test.log" | head -60
+    echo "== benchmarks (${FAK_CUDA_BENCH_GEOMETRIES:-qwen2.5-1.5b}: ${FAK_CUDA_BENCH_TYPES:-q8_0 q4_k_m})"
+    models=/tmp/fak-models
+    mkdir -p "$models"
+    for geometry in ${FAK_CUDA_BENCH_GEOMETRIES:-qwen2.5-1.5b}; do
+      for type in ${FAK_CUDA_BENCH_TYPES:-q8_0 q4_k_m}; do
+        m="$models/$geometry-$type.gguf"
+        [ -f "$m" ] || "$fak" synth --geometry "$geometry" --type "$type" -o "$m" > /dev/null || { rc=1; continue; }
+        "$fak" bench -m "$m" --backend cuda -p "${FAK_CUDA_BENCH_P:-512}" -n "${FAK_CUDA_BENCH_N:-128}" \
+          -r "${FAK_CUDA_BENCH_R:-3}" --json > "$out/bench-$geometry-$type.json" 2> "$out/bench-$geometry-$type.err" || rc=1
+        python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+for r in d["results"]:
+    print("%-14s %-8s %-6s %10.1f tok/s +- %.1f" % (sys.argv[2], sys.argv[3], r["test"], r["tokens_per_second"], r["stddev"]))
+' "$out/bench-$geometry-$type.json" "$geometry" "$type" || tail -3 "$out/bench-$geometry-$type.err"
+      done
+    done
+    exit $rc
+    ;;
+  *)
+    echo "usage: scripts/test-cuda.sh pack|run" >&2
+    exit 2
+    ;;
+esac
