@@ -18,7 +18,8 @@ case "${1:-}" in
     rm -rf "$pack" && mkdir -p "$pack/bin" "$pack/lib" "$pack/shared/fixtures/llamacpp-tiny"
     cp build/apps/fak/fak build/backends/cuda/cuda_backend_test "$pack/bin/"
     strip -s "$pack"/bin/*  # the working tree that travels to the GPU machine is limited in size
-    for bin in "$pack"/bin/*; do
+    gzip -9 "$pack"/bin/*
+    for bin in build/apps/fak/fak build/backends/cuda/cuda_backend_test; do
       ldd "$bin" | awk '$3 ~ /^\// {print $3}'
     done | sort -u | grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' | xargs -r cp -L -t "$pack/lib/"
     cp ../shared/fixtures/llamacpp-tiny/tiny-llama-q4_k_m.gguf "$pack/shared/fixtures/llamacpp-tiny/"
@@ -33,6 +34,7 @@ case "${1:-}" in
     mkdir -p "$out"
     export LD_LIBRARY_PATH="$PWD/$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     [ -e ../shared ] || ln -s "$PWD/$pack/shared" ../shared
+    for z in "$pack"/bin/*.gz; do [ -f "${z%.gz}" ] || gunzip -k "$z"; done
     fak="$pack/bin/fak"
     tok="$pack/shared/fixtures/tokenizers/qwen3"
     [ -f "$tok/tokenizer.json" ] || gunzip -k "$tok/tokenizer.json.gz"

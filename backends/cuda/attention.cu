@@ -113,19 +113,115 @@ __global__ void __launch_bounds__(kTile)
   }
 }
 
+// Head dims a multiple of 32 (up to 256): the scores as above, with each key read in 16-byte loads;
+// the weighted sum of values by warps, warp w taking the tile's positions w, w + 4, ... and each lane
+// kDims of the head's dims, so a warp reads whole value rows at once; the four warps' sums are added
+// in warp order at the end. Fixed by the head size and the context alone.
+template <typename T, int kDims>
+__global__ void __launch_bounds__(kTile)
+    AttentionWarpKernel(DeviceKv kv, DeviceBatch b, int64_t layer, const float* q, int64_t n_head, float scale,
+                        float* out, int8_t* oq, float* od) {
+  constexpr int kHd = kDims * 32;
+  constexpr int kPerLoad = 16 / sizeof(T);
+  __shared__ float qs[kHd];
+  __shared__ float p[kTile];
+  __shared__ float scratch[kTile / 32];
+  __shared__ float sums[kTile / 32][kHd];
+  const int64_t row = blockIdx.x, head = blockIdx.y;
+  const int64_t group = n_head / kv.n_kv_head, g = head / group;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int64_t width = n_head * kHd;
+  for (int i = tid; i < kHd; i += kTile) qs[i] = q[row * width + head * kHd + i];
+  __syncthreads();
+  const int64_t ctx = static_cast<int64_t>(b.positions[row]) + 1;
+  const int32_t* table = b.pages + b.page_begin[b.row_seq[row]];
+  const int64_t block = kv.page_tokens * kHd;
+  const int64_t k_off = ((layer * 2 + 0) * kv.n_kv_head + g) * block;
+  const int64_t v_off = ((layer * 2 + 1) * kv.n_kv_head + g) * block;
+
+  float m = -FLT_MAX, l = 0.0f;
+  float acc[kDims];
+#pragma unroll
+  for (int j = 0; j < kDims; ++j) acc[j] = 0.0f;
+  for (int64_t t0 = 0; t0 < ctx; t0 += kTile) {
+    const int64_t t = t0 + tid;
+    float s = -FLT_MAX;
+    if (t < ctx) {
+      const T* key =
+          static_cast<const T*>(kv.page_ptr[table[t / kv.page_tokens]]) + k_off + (t % kv.page_tokens) * kHd;
+      float dot = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kHd; i += kPerLoad) {
+        const int4 raw = *reinterpret_cast<const int4*>(key + i);
+        const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+        for (int u = 0; u < kPerLoad; ++u) dot = __fmaf_rn(qs[i + u], ToFloat(e[u]), dot);
+      }
+      s = dot * scale;
+    }
+    const float m_new = fmaxf(m, BlockReduce(s, scratch, true));
+    const float alpha = expf(m - m_new);
+    const float pt = t < ctx ? expf(s - m_new) : 0.0f;
+    p[tid] = pt;
+    l = l * alpha + BlockReduce(pt, scratch, false);  // the reduction's barrier also publishes p
+    const int64_t n = ctx - t0 < kTile ? ctx - t0 : kTile;
+#pragma unroll
+    for (int j = 0; j < kDims; ++j) acc[j] *= alpha;
+#pragma unroll 4
+    for (int64_t jt = warp; jt < n; jt += kTile / 32) {
+      const int64_t pos = t0 + jt;
+      const T* val = static_cast<const T*>(kv.page_ptr[table[pos / kv.page_tokens]]) + v_off +
+                     (pos % kv.page_tokens) * kHd + lane * kDims;
+      const float pj = p[jt];
+#pragma unroll
+      for (int j = 0; j < kDims; ++j) acc[j] = __fmaf_rn(pj, ToFloat(val[j]), acc[j]);
+    }
+    m = m_new;
+    __syncthreads();  // p is rewritten by the next tile
+  }
+#pragma unroll
+  for (int j = 0; j < kDims; ++j) sums[warp][lane * kDims + j] = acc[j];
+  __syncthreads();
+  float* o = out + row * width + head * kHd;
+  for (int i = tid; i < kHd; i += kTile) {
+    float v = sums[0][i];
+#pragma unroll
+    for (int w = 1; w < kTile / 32; ++w) v += sums[w][i];
+    v /= l;
+    o[i] = v;
+    if (oq == nullptr) continue;
+    // kHd is a multiple of 32, so each warp quantizes whole 32-element runs.
+    float amax = fabsf(v);
+#pragma unroll
+    for (int mm = 16; mm > 0; mm >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, mm));
+    const float dv = amax / 127.0f;
+    const int64_t e = row * width + head * kHd + i;
+    oq[e] = static_cast<int8_t>(__float2int_rn(v * (dv > 0.0f ? 1.0f / dv : 0.0f)));
+    if (lane == 0) od[e / 32] = dv;
+  }
+}
+
+template <typename T>
+cudaError_t LaunchAttention(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q, int64_t rows,
+                            int64_t n_head, float scale, float* out, int8_t* oq, float* od, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_head));
+  switch (kv.head_dim) {
+    case 64: AttentionWarpKernel<T, 2><<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od); break;
+    case 128: AttentionWarpKernel<T, 4><<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od); break;
+    case 256: AttentionWarpKernel<T, 8><<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od); break;
+    default: AttentionKernel<T><<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od);
+  }
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 cudaError_t Attention(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q, int64_t rows,
                       int64_t n_head, float scale, float* out, int8_t* oq, float* od, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   if (kv.head_dim > kMaxHeadDim) return cudaErrorInvalidValue;
-  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_head));
-  if (kv.f32) {
-    AttentionKernel<float><<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od);
-  } else {
-    AttentionKernel<__half><<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od);
-  }
-  return cudaGetLastError();
+  return kv.f32 ? LaunchAttention<float>(kv, b, layer, q, rows, n_head, scale, out, oq, od, stream)
+                 : LaunchAttention<__half>(kv, b, layer, q, rows, n_head, scale, out, oq, od, stream);
 }
 
 }  // namespace fak::cuda

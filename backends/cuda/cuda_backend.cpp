@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <span>
@@ -11,10 +12,20 @@
 
 #include "backends/cpu/ops.h"       // EmbeddingRow: the reference lookup, run on the host
 #include "backends/cuda/kernels.h"  // MatVec, RmsNorm, Attention, ...
+#include "backends/cuda/step.h"     // StepQueue
 #include "backends/cuda/weights.h"  // RepackForDevice
 
 namespace fak::cuda {
 namespace {
+
+uint64_t U(const void* p) { return reinterpret_cast<uint64_t>(p); }
+uint64_t U(int64_t v) { return static_cast<uint64_t>(v); }
+
+// FAK_CUDA_GRAPHS=0 runs every step op by op (for comparisons).
+bool GraphsEnabled() {
+  const char* v = std::getenv("FAK_CUDA_GRAPHS");
+  return v == nullptr || v[0] != '0';
+}
 
 std::string ErrorText(cudaError_t e) {
   return fmt::format("{} ({})", cudaGetErrorString(e), cudaGetErrorName(e));
@@ -92,10 +103,11 @@ struct Staging {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(cudaStream_t stream) : stream_(stream) {}
+  explicit CudaBackend(cudaStream_t stream) : stream_(stream), q_(stream) {}
 
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
+    q_.ForgetGraphs();
     for (auto& [p, b] : buffers_) FreeBuffer(b);
     for (const auto& m : matrices_) {
       cudaFree(const_cast<uint8_t*>(m.q));
@@ -186,6 +198,7 @@ class CudaBackend final : public Backend {
     auto it = buffers_.find(reinterpret_cast<uintptr_t>(t.data));
     if (it == buffers_.end()) return;
     cudaStreamSynchronize(stream_);
+    q_.ForgetGraphs();  // a new buffer may take this address
     FreeBuffer(it->second);
     buffers_.erase(it);
   }
@@ -240,16 +253,22 @@ class CudaBackend final : public Backend {
   }
 
   void SetBatch(const BatchPlan& b) override {
-    if (!error_.ok()) return;
+    ropes_pending_.clear();
+    if (q_.in_step()) {  // a step that never reached Synchronize
+      q_.Discard();
+      pending_.clear();
+      down_.used = 0;
+    }
+    if (!error_.ok() || !DrainDownloads()) return;
     n_rows_ = static_cast<int64_t>(b.tokens.size());
     n_out_ = static_cast<int64_t>(b.out_rows.size());
     tokens_.assign(b.tokens.begin(), b.tokens.end());
-    positions_.assign(b.positions.begin(), b.positions.end());
     // Everything the step uploads, in one pinned area: the batch arrays, every RoPE's cos/sin per row
-    // (computed as the CPU backend computes them, in double), and room for the embedded rows.
+    // (computed as the CPU backend computes them, in double), the embedded rows, and last the page
+    // table, the only part whose size changes from step to step: every other part sits at an address
+    // that depends on the batch's shape alone, which is what lets a captured graph be replayed.
     size_t need = 0;
-    for (const auto* a : {&b.tokens, &b.positions, &b.row_seq, &b.page_begin, &b.pages, &b.out_rows})
-      need += Align(a->size() * 4);
+    for (const auto* a : {&b.positions, &b.row_seq, &b.page_begin, &b.out_rows, &b.pages}) need += Align(a->size() * 4);
     for (const RopeSpec& r : ropes_) need += Align(static_cast<size_t>(n_rows_) * r.inv_freq.size() * 2 * 4);
     need += Align(static_cast<size_t>(n_rows_ * max_embed_cols_) * 4);
     if (!Reserve(up_, need, true)) return;
@@ -257,164 +276,270 @@ class CudaBackend final : public Backend {
     batch_.positions = Stage(b.positions);
     batch_.row_seq = Stage(b.row_seq);
     batch_.page_begin = Stage(b.page_begin);
-    batch_.pages = Stage(b.pages);
     out_rows_dev_ = Stage(b.out_rows);
     rope_tables_.clear();
     for (const RopeSpec& r : ropes_) {
       const size_t half = r.inv_freq.size();
-      std::vector<float> cs(static_cast<size_t>(n_rows_) * half * 2);
+      auto* c0 = reinterpret_cast<float*>(up_.host + up_.used);
       for (int64_t row = 0; row < n_rows_; ++row) {
-        float* c = &cs[static_cast<size_t>(row) * half * 2];
+        float* c = c0 + static_cast<size_t>(row) * half * 2;
+        const double pos = static_cast<double>(b.positions[static_cast<size_t>(row)]);
         for (size_t i = 0; i < half; ++i) {
-          const double angle =
-              static_cast<double>(b.positions[static_cast<size_t>(row)]) * static_cast<double>(r.inv_freq[i]);
+          const double angle = pos * static_cast<double>(r.inv_freq[i]);
           c[i] = static_cast<float>(std::cos(angle)) * r.attn_factor;
           c[half + i] = static_cast<float>(std::sin(angle)) * r.attn_factor;
         }
       }
-      rope_tables_.push_back(Stage(std::span<const float>(cs)));
+      rope_tables_.push_back(reinterpret_cast<const float*>(up_.dev + up_.used));
+      up_.used += Align(static_cast<size_t>(n_rows_) * half * 2 * 4);
     }
-    Check(cudaMemcpyAsync(up_.dev, up_.host, up_.used, cudaMemcpyHostToDevice, stream_), "batch upload");
-    uploaded_ = up_.used;
+    embed_at_ = up_.used;
+    up_.used += Align(static_cast<size_t>(n_rows_ * max_embed_cols_) * 4);
+    batch_.pages = Stage(b.pages);
+    q_.Begin({U(n_rows_), U(n_out_), U(static_cast<int64_t>(b.page_begin.size())), U(up_.dev), U(down_.host)},
+             graphs_ && n_rows_ <= kGraphRows);
   }
 
   void Embed(BoundWeight table, Tensor out) override {
     if (!error_.ok()) return;
+    FlushRopes();
     const Embedding& e = embeddings_[static_cast<size_t>(table.id)];
-    const size_t at = up_.used;
-    auto* rows = reinterpret_cast<float*>(up_.host + at);
+    if (out.cols > max_embed_cols_ || out.rows != n_rows_) return Fail(Internal("CUDA: Embed into a tensor of the wrong shape"));
+    auto* rows = reinterpret_cast<float*>(up_.host + embed_at_);
     for (int64_t r = 0; r < n_rows_; ++r) {
       Status s = cpu::EmbeddingRow(e.table, tokens_[static_cast<size_t>(r)], rows + r * out.cols, e.as_type);
       if (!s.ok()) return Fail(std::move(s));
     }
+    // The rows travel with the step's upload; the step copies them into place.
     const size_t bytes = static_cast<size_t>(n_rows_ * out.cols) * 4;
-    up_.used += Align(bytes);
-    Check(cudaMemcpyAsync(out.data, rows, bytes, cudaMemcpyHostToDevice, stream_), "embedding upload");
+    const uint8_t* src = up_.dev + embed_at_;
+    float* dst = out.data;
+    Queue("Embed", {U(dst), U(src), bytes}, [=](cudaStream_t s) {
+      return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s);
+    });
     Written(out);
   }
 
   void MatMul(BoundWeight w, Tensor x, Tensor y) override {
     if (!error_.ok()) return;
+    FlushRopes();
     const DeviceMatrix& m = matrices_[static_cast<size_t>(w.id)];
     Q8Act xq;
     if (ReadsQ8(m.format) && !ShadowOf(x, &xq)) return;
-    Check(fak::cuda::MatVec(m, x.data, xq, x.rows, y.data, y.cols, stream_), "MatMul");
+    Check(q_.AddMatVec(m, MatVecOut{.y = y.data, .ldy = y.cols}, x.data, xq, x.rows), "MatMul");
     Written(y);
   }
 
   void RmsNorm(Tensor x, BoundWeight w, Tensor y, float eps) override {
     if (!error_.ok()) return;
-    Q8Act s;
-    const bool shadow = y.cols % 32 == 0 && ShadowSlot(y, &s);
-    Check(fak::cuda::RmsNorm(x.data, vectors_[static_cast<size_t>(w.id)], y.data, x.rows, x.cols, eps,
-                             shadow ? const_cast<int8_t*>(s.q) : nullptr,
-                             shadow ? const_cast<float*>(s.d) : nullptr, stream_),
-          "RmsNorm");
+    FlushRopes();
+    Q8Act sh;
+    const bool shadow = y.cols % 32 == 0 && ShadowSlot(y, &sh);
+    int8_t* q = shadow ? const_cast<int8_t*>(sh.q) : nullptr;
+    float* d = shadow ? const_cast<float*>(sh.d) : nullptr;
+    const float* wv = vectors_[static_cast<size_t>(w.id)];
+    const int64_t rows = x.rows, cols = x.cols;
+    const float* xs = x.data;
+    float* ys = y.data;
+    uint32_t eps_bits;
+    std::memcpy(&eps_bits, &eps, 4);
+    Queue("RmsNorm", {U(xs), U(wv), U(ys), U(rows), U(cols), eps_bits, U(q), U(d)},
+          [=](cudaStream_t s) { return fak::cuda::RmsNorm(xs, wv, ys, rows, cols, eps, q, d, s); });
     shadow ? Shadowed(y) : Written(y);
   }
 
   void AddRow(Tensor x, BoundWeight b) override {
     if (!error_.ok()) return;
-    Check(fak::cuda::AddRow(x.data, vectors_[static_cast<size_t>(b.id)], x.rows, x.cols, stream_), "AddRow");
+    FlushRopes();
+    const float* bv = vectors_[static_cast<size_t>(b.id)];
+    if (!q_.FuseBias(x.data, x.rows, x.cols, bv)) {
+      float* xs = x.data;
+      const int64_t rows = x.rows, cols = x.cols;
+      Queue("AddRow", {U(xs), U(bv), U(rows), U(cols)},
+            [=](cudaStream_t s) { return fak::cuda::AddRow(xs, bv, rows, cols, s); });
+    }
     Written(x);
   }
 
   void Add(Tensor x, Tensor y) override {
     if (!error_.ok()) return;
-    Check(fak::cuda::Add(x.data, y.data, x.rows * x.cols, stream_), "Add");
+    FlushRopes();
+    if (!q_.FuseResidual(x.data, y.data, x.rows, x.cols)) {
+      float* xs = x.data;
+      const float* ys = y.data;
+      const int64_t n = x.rows * x.cols;
+      Queue("Add", {U(xs), U(ys), U(n)}, [=](cudaStream_t s) { return fak::cuda::Add(xs, ys, n, s); });
+    }
     Written(x);
   }
 
   void SiluMul(Tensor g, Tensor u) override {
     if (!error_.ok()) return;
-    Q8Act s;
-    const bool shadow = ShadowSlot(g, &s);
-    Check(fak::cuda::SiluMul(g.data, u.data, g.rows * g.cols, shadow ? const_cast<int8_t*>(s.q) : nullptr,
-                             shadow ? const_cast<float*>(s.d) : nullptr, stream_),
-          "SiluMul");
+    FlushRopes();
+    Q8Act sh;
+    const bool shadow = ShadowSlot(g, &sh);
+    int8_t* q = shadow ? const_cast<int8_t*>(sh.q) : nullptr;
+    float* d = shadow ? const_cast<float*>(sh.d) : nullptr;
+    float* gs = g.data;
+    const float* us = u.data;
+    const int64_t n = g.rows * g.cols;
+    Queue("SiluMul", {U(gs), U(us), U(n), U(q), U(d)},
+          [=](cudaStream_t s) { return fak::cuda::SiluMul(gs, us, n, q, d, s); });
     shadow ? Shadowed(g) : Written(g);
   }
 
+  // Within a step a Rope waits: when the KvWrite of its keys follows, the q rope, the k rope and the
+  // write become one launch (RopeKvWrite).
   void Rope(Tensor x, int64_t head_dim, int32_t rope) override {
     if (!error_.ok()) return;
-    const int64_t half = static_cast<int64_t>(ropes_[static_cast<size_t>(rope)].inv_freq.size());
-    Check(fak::cuda::Rope(x.data, x.rows, x.cols, head_dim, half, rope_tables_[static_cast<size_t>(rope)],
-                          ropes_[static_cast<size_t>(rope)].neox, stream_),
-          "Rope");
+    if (q_.in_step() && ropes_pending_.size() < 2) {
+      ropes_pending_.push_back({x, head_dim, rope});
+    } else {
+      FlushRopes();
+      QueueRope({x, head_dim, rope});
+    }
     Written(x);
   }
 
   void KvWrite(int32_t kv, int64_t layer, Tensor k, Tensor v) override {
     if (!error_.ok()) return;
-    Check(fak::cuda::KvWrite(kv_[static_cast<size_t>(kv)].View(), batch_, layer, k.data, v.data, k.rows,
-                             stream_),
-          "KvWrite");
+    const DeviceKv view = kv_[static_cast<size_t>(kv)].View();
+    const DeviceBatch b = batch_;
+    float* ks = k.data;
+    const float* vs = v.data;
+    const int64_t rows = k.rows;
+    // The pending rope of these keys (the last pending one), and of the queries before it, if any.
+    const size_t n = ropes_pending_.size();
+    if (n > 0 && ropes_pending_[n - 1].x.data == k.data && ropes_pending_[n - 1].head_dim == view.head_dim &&
+        ropes_pending_[n - 1].x.cols == k.cols && k.cols == v.cols && (n == 1 || (ropes_pending_[0].rope == ropes_pending_[1].rope &&
+                                                                  ropes_pending_[0].head_dim == view.head_dim &&
+                                                                  ropes_pending_[0].x.rows == rows))) {
+      const PendingRope kr = ropes_pending_[n - 1];
+      float* qs = n == 2 ? ropes_pending_[0].x.data : nullptr;
+      const int64_t q_cols = n == 2 ? ropes_pending_[0].x.cols : 0;
+      ropes_pending_.clear();
+      const RopeSpec& r = ropes_[static_cast<size_t>(kr.rope)];
+      const int64_t half = static_cast<int64_t>(r.inv_freq.size()), hd = view.head_dim;
+      const float* table = rope_tables_[static_cast<size_t>(kr.rope)];
+      const bool neox = r.neox;
+      Queue("RopeKvWrite",
+            {U(qs), U(q_cols), U(ks), U(vs), U(rows), U(hd), U(half), U(table), neox, U(view.page_ptr), U(layer),
+             U(b.positions), U(b.pages)},
+            [=](cudaStream_t s) {
+              return fak::cuda::RopeKvWrite(qs, q_cols, ks, vs, rows, hd, half, table, neox, view, b, layer, s);
+            });
+      return;
+    }
+    FlushRopes();
+    Queue("KvWrite", {U(view.page_ptr), U(layer), U(ks), U(vs), U(rows), U(b.positions), U(b.pages)},
+          [=](cudaStream_t s) { return fak::cuda::KvWrite(view, b, layer, ks, vs, rows, s); });
   }
 
   void Attention(int32_t kv, int64_t layer, Tensor q, float scale, Tensor out) override {
     if (!error_.ok()) return;
-    const KvStore& s = kv_[static_cast<size_t>(kv)];
+    FlushRopes();
+    const KvStore& st = kv_[static_cast<size_t>(kv)];
     Q8Act sh;
-    const bool shadow = s.g.head_dim % 32 == 0 && ShadowSlot(out, &sh);
-    Check(fak::cuda::Attention(s.View(), batch_, layer, q.data, q.rows, q.cols / s.g.head_dim, scale,
-                               out.data, shadow ? const_cast<int8_t*>(sh.q) : nullptr,
-                               shadow ? const_cast<float*>(sh.d) : nullptr, stream_),
-          "Attention");
+    const bool shadow = st.g.head_dim % 32 == 0 && ShadowSlot(out, &sh);
+    int8_t* oq = shadow ? const_cast<int8_t*>(sh.q) : nullptr;
+    float* od = shadow ? const_cast<float*>(sh.d) : nullptr;
+    const DeviceKv view = st.View();
+    const DeviceBatch b = batch_;
+    const float* qs = q.data;
+    float* os = out.data;
+    const int64_t rows = q.rows, n_head = q.cols / st.g.head_dim;
+    uint32_t scale_bits;
+    std::memcpy(&scale_bits, &scale, 4);
+    Queue("Attention", {U(view.page_ptr), U(layer), U(qs), U(rows), U(n_head), scale_bits, U(os), U(oq), U(od), U(b.positions), U(b.pages)},
+          [=](cudaStream_t s) { return fak::cuda::Attention(view, b, layer, qs, rows, n_head, scale, os, oq, od, s); });
     shadow ? Shadowed(out) : Written(out);
   }
 
   void GatherOutRows(Tensor x, Tensor out) override {
     if (!error_.ok()) return;
-    Check(fak::cuda::Gather(x.data, x.cols, out_rows_dev_, n_out_, out.data, stream_), "GatherOutRows");
+    FlushRopes();
+    const float* xs = x.data;
+    float* os = out.data;
+    const int64_t cols = x.cols, n = n_out_;
+    const int32_t* rows = out_rows_dev_;
+    Queue("GatherOutRows", {U(xs), U(os), U(cols), U(n), U(rows)},
+          [=](cudaStream_t s) { return fak::cuda::Gather(xs, cols, rows, n, os, s); });
     Written(out);
   }
 
   void CopyKvPage(int32_t kv, int32_t src, int32_t dst) override {
     if (!error_.ok()) return;
-    const KvStore& s = kv_[static_cast<size_t>(kv)];
-    Check(cudaMemcpyAsync(s.page_ptr[static_cast<size_t>(dst)], s.page_ptr[static_cast<size_t>(src)],
-                          s.page_bytes, cudaMemcpyDeviceToDevice, stream_),
-          "CopyKvPage");
+    FlushRopes();
+    const KvStore& st = kv_[static_cast<size_t>(kv)];
+    void* d = st.page_ptr[static_cast<size_t>(dst)];
+    const void* sp = st.page_ptr[static_cast<size_t>(src)];
+    const size_t bytes = st.page_bytes;
+    Queue("CopyKvPage", {U(d), U(sp), bytes},
+          [=](cudaStream_t s) { return cudaMemcpyAsync(d, sp, bytes, cudaMemcpyDeviceToDevice, s); });
   }
 
   void CopyState(int32_t states, int64_t src, int64_t dst) override {
     if (!error_.ok()) return;
-    const States& s = states_[static_cast<size_t>(states)];
-    Check(cudaMemcpyAsync(s.data + static_cast<size_t>(dst) * s.slot_bytes,
-                          s.data + static_cast<size_t>(src) * s.slot_bytes, s.slot_bytes,
-                          cudaMemcpyDeviceToDevice, stream_),
-          "CopyState");
+    FlushRopes();
+    const States& st = states_[static_cast<size_t>(states)];
+    uint8_t* d = st.data + static_cast<size_t>(dst) * st.slot_bytes;
+    const uint8_t* sp = st.data + static_cast<size_t>(src) * st.slot_bytes;
+    const size_t bytes = st.slot_bytes;
+    Queue("CopyState", {U(d), U(sp), bytes},
+          [=](cudaStream_t s) { return cudaMemcpyAsync(d, sp, bytes, cudaMemcpyDeviceToDevice, s); });
   }
 
   void ClearState(int32_t states, int64_t slot) override {
     if (!error_.ok()) return;
-    const States& s = states_[static_cast<size_t>(states)];
-    Check(cudaMemsetAsync(s.data + static_cast<size_t>(slot) * s.slot_bytes, 0, s.slot_bytes, stream_),
-          "ClearState");
+    FlushRopes();
+    const States& st = states_[static_cast<size_t>(states)];
+    uint8_t* d = st.data + static_cast<size_t>(slot) * st.slot_bytes;
+    const size_t bytes = st.slot_bytes;
+    Queue("ClearState", {U(d), bytes}, [=](cudaStream_t s) { return cudaMemsetAsync(d, 0, bytes, s); });
   }
 
   void Download(Tensor t, float* host) override {
     if (!error_.ok()) return;
+    FlushRopes();
     const size_t bytes = static_cast<size_t>(t.rows * t.cols) * 4;
     if (down_.used + bytes > down_.capacity) {
-      // Drain what is queued so the pinned area can be replaced.
-      if (!DrainDownloads()) return;
-      if (!Reserve(down_, bytes, false)) return;
+      // Within a step nothing has run yet, and SetBatch drained the stream: the pinned area can move
+      // (the queued copies find it at launch). Outside a step, drain what is queued first.
+      if (!q_.in_step() && !DrainDownloads()) return;
+      if (!GrowDownloads(down_.used + bytes)) return;
     }
-    Check(cudaMemcpyAsync(down_.host + down_.used, t.data, bytes, cudaMemcpyDeviceToHost, stream_),
-          "Download");
-    pending_.push_back({host, down_.used, bytes});
+    const size_t at = down_.used;
+    const float* src = t.data;
+    Queue("Download", {U(src), at, bytes, U(down_.host)}, [this, src, at, bytes](cudaStream_t s) {
+      return cudaMemcpyAsync(down_.host + at, src, bytes, cudaMemcpyDeviceToHost, s);
+    });
+    pending_.push_back({host, at, bytes});
     down_.used += bytes;
   }
 
   Status Synchronize() override {
+    if (error_.ok()) FlushRopes();
+    ropes_pending_.clear();
+    if (q_.in_step()) {
+      if (error_.ok()) {
+        const size_t bytes = up_.used;
+        Status s = q_.End([this, bytes] {
+          return cudaMemcpyAsync(up_.dev, up_.host, bytes, cudaMemcpyHostToDevice, stream_);
+        });
+        if (!s.ok()) Fail(std::move(s));
+      } else {
+        q_.Discard();
+        pending_.clear();  // their copies never ran
+        down_.used = 0;
+      }
+    }
     DrainDownloads();
-    up_.used = 0;
-    uploaded_ = 0;
     Status s = std::move(error_);
     error_ = Status::Ok();
     return s;
   }
+
+  int64_t graphs_captured() const { return q_.graphs_captured(); }
 
  private:
   struct PendingDownload {
@@ -423,6 +548,47 @@ class CudaBackend final : public Backend {
   };
 
   static size_t Align(size_t n) { return (n + 255) / 256 * 256; }
+  static constexpr int64_t kGraphRows = 64;  // steps of at most this many rows run as graphs
+
+  struct PendingRope {
+    Tensor x;
+    int64_t head_dim;
+    int32_t rope;
+  };
+  void QueueRope(const PendingRope& p) {
+    const RopeSpec& r = ropes_[static_cast<size_t>(p.rope)];
+    const int64_t half = static_cast<int64_t>(r.inv_freq.size()), rows = p.x.rows, cols = p.x.cols,
+                  head_dim = p.head_dim;
+    const float* table = rope_tables_[static_cast<size_t>(p.rope)];
+    const bool neox = r.neox;
+    float* xs = p.x.data;
+    Queue("Rope", {U(xs), U(rows), U(cols), U(head_dim), U(half), U(table), neox},
+          [=](cudaStream_t s) { return fak::cuda::Rope(xs, rows, cols, head_dim, half, table, neox, s); });
+  }
+  void FlushRopes() {
+    for (const PendingRope& p : ropes_pending_) QueueRope(p);
+    ropes_pending_.clear();
+  }
+
+  void Queue(const char* what, std::vector<uint64_t> key, StepQueue::Launch launch) {
+    Check(q_.Add(what, std::move(key), std::move(launch)), what);
+  }
+
+  // A larger pinned download area; what was recorded into the old one finds the new at launch.
+  bool GrowDownloads(size_t bytes) {
+    const size_t cap = std::max(bytes, down_.capacity * 2);
+    uint8_t* p = nullptr;
+    if (cudaError_t e = cudaMallocHost(&p, cap); e != cudaSuccess) {
+      Fail(Busy("CUDA: cannot pin {:.1f} MiB of host memory for downloads: {}", cap / 1048576.0, ErrorText(e)));
+      return false;
+    }
+    if (down_.used > 0) std::memcpy(p, down_.host, down_.used);
+    cudaFreeHost(down_.host);
+    down_.host = p;
+    down_.capacity = cap;
+    q_.ForgetGraphs();
+    return true;
+  }
 
   void Fail(Status s) {
     if (error_.ok()) error_ = std::move(s);
@@ -449,11 +615,9 @@ class CudaBackend final : public Backend {
   // Makes room for `bytes` in a staging pair (with a device twin when `dev`); the stream must not be
   // reading the old area, so it is drained first.
   bool Reserve(Staging& s, size_t bytes, bool dev) {
-    if (bytes <= s.capacity) {
-      if (uploaded_ > 0 && &s == &up_ && !DrainDownloads()) return false;
-      return true;
-    }
+    if (bytes <= s.capacity) return true;
     if (!DrainDownloads()) return false;
+    q_.ForgetGraphs();
     const size_t cap = std::max(bytes, s.capacity * 2);
     cudaFreeHost(s.host);
     if (dev) cudaFree(s.dev);
@@ -547,12 +711,15 @@ class CudaBackend final : public Backend {
   std::vector<States> states_;
   // The current batch.
   int64_t n_rows_ = 0, n_out_ = 0;
-  std::vector<int32_t> tokens_, positions_;
+  std::vector<int32_t> tokens_;
+  size_t embed_at_ = 0;  // the embedded rows' offset in the upload area
   DeviceBatch batch_;
   const int32_t* out_rows_dev_ = nullptr;
   std::vector<const float*> rope_tables_;
+  std::vector<PendingRope> ropes_pending_;  // Rope calls waiting for the KvWrite that may join them
   Staging up_, down_;
-  size_t uploaded_ = 0;
+  bool graphs_ = GraphsEnabled();
+  StepQueue q_;  // after stream_, which it uses
   std::vector<PendingDownload> pending_;
 };
 

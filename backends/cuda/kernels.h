@@ -31,9 +31,29 @@ inline bool ReadsQ8(MatFormat f) {
   return f == MatFormat::kQ8_0 || f == MatFormat::kQ4_K || f == MatFormat::kQ6_K;
 }
 
-// y (n, w.rows), row stride ldy = x (n, w.cols) . w^T. Quantized formats read xq, the others x.
-cudaError_t MatVec(const DeviceMatrix& w, const float* x, Q8Act xq, int64_t n, float* y, int64_t ldy,
-                   cudaStream_t stream);
+// Where a matrix's results go: y[r * ldy + o] = result (+ bias[o]); then, with a residual,
+// residual[r * ldr + o] += that value. Each is the same float operation as a separate AddRow or Add,
+// so fusing them changes no bit.
+struct MatVecOut {
+  float* y = nullptr;
+  int64_t ldy = 0;
+  const float* bias = nullptr;
+  float* residual = nullptr;
+  int64_t ldr = 0;
+};
+
+// Up to three matrices of one format and width that read the same activations (q, k and v; gate and
+// up), in one launch.
+struct MatVecJob {
+  static constexpr int kMax = 3;
+  int count = 0;
+  DeviceMatrix w[kMax];
+  MatVecOut out[kMax];
+};
+
+// For every matrix k of the job: y_k (n, w_k.rows) = x (n, cols) . w_k^T. Quantized formats read xq,
+// the others x.
+cudaError_t MatVec(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, cudaStream_t stream);
 
 // q, d = the int8 shadow of x (n_elems, a multiple of 32).
 cudaError_t Quantize(const float* x, int64_t n_elems, int8_t* q, float* d, cudaStream_t stream);
@@ -74,6 +94,10 @@ struct DeviceKv {
 // Stores every row's keys and values (n_kv_head * head_dim each) at its position, layer `layer`.
 cudaError_t KvWrite(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* k, const float* v,
                     int64_t rows, cudaStream_t stream);
+// Rope of q (null: none) and k, then KvWrite of k and v: the three ops in one launch, the same values.
+cudaError_t RopeKvWrite(float* q, int64_t q_cols, float* k, const float* v, int64_t rows, int64_t head_dim,
+                        int64_t half, const float* cos_sin, bool neox, const DeviceKv& kv, const DeviceBatch& b,
+                        int64_t layer, cudaStream_t stream);
 // out (rows, n_head * head_dim) = causal attention of each row's query heads over its sequence's cache;
 // when q8 is not null also out's int8 shadow.
 cudaError_t Attention(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q, int64_t rows,

@@ -40,9 +40,9 @@ __device__ __forceinline__ int4 Shr(int4 a, int s) {
 // Q8_0: chunk c is half of block c / 2 (16 int8); scales in a separate f16 array.
 struct Q8_0 {
   static constexpr int kWeightsPerChunk = 16;
-  DeviceMatrix w;
   template <int R>
-  __device__ void Dot(int64_t o, int64_t c, Q8Act x, int64_t r0, int nr, float* acc) const {
+  static __device__ void Dot(const DeviceMatrix& w, const float*, Q8Act x, int64_t o, int64_t c, int64_t r0, int nr,
+                             float* acc) {
     const int64_t nb = w.cols / 32, b = c >> 1;
     const int4 wq = Load16(w.q + o * w.cols + c * 16);
     const float dw = Half(w.d[o * nb + b]);
@@ -62,9 +62,9 @@ struct Q8_0 {
 // 16 of sub-block 2j + 1 in the high ones (j = (c / 2) % 4, offset 16 * (c % 2) in both).
 struct Q4_K {
   static constexpr int kWeightsPerChunk = 32;
-  DeviceMatrix w;
   template <int R>
-  __device__ void Dot(int64_t o, int64_t c, Q8Act x, int64_t r0, int nr, float* acc) const {
+  static __device__ void Dot(const DeviceMatrix& w, const float*, Q8Act x, int64_t o, int64_t c, int64_t r0, int nr,
+                             float* acc) {
     const int64_t nb = w.cols / 256, b = c >> 3;
     const int j = static_cast<int>((c >> 1) & 3), h = static_cast<int>(c & 1);
     const uint8_t* blk = w.q + (o * nb + b) * 144;
@@ -112,9 +112,9 @@ struct Q4_K {
 // 128n + 32k + l0 + i (k = 0..3, i < 16), sub-block scale scales[8n + l0 / 16 + 2k].
 struct Q6_K {
   static constexpr int kWeightsPerChunk = 64;
-  DeviceMatrix w;
   template <int R>
-  __device__ void Dot(int64_t o, int64_t c, Q8Act x, int64_t r0, int nr, float* acc) const {
+  static __device__ void Dot(const DeviceMatrix& w, const float*, Q8Act x, int64_t o, int64_t c, int64_t r0, int nr,
+                             float* acc) {
     const int64_t nb = w.cols / 256, b = c >> 2;
     const int n = static_cast<int>((c >> 1) & 1), l0 = 16 * static_cast<int>(c & 1);
     const uint8_t* blk = w.q + (o * nb + b) * 208;
@@ -155,10 +155,9 @@ struct Q6_K {
 template <MatFormat F>
 struct Float {
   static constexpr int kWeightsPerChunk = F == MatFormat::kF32 ? 4 : 8;
-  DeviceMatrix w;
-  const float* x;
   template <int R>
-  __device__ void Dot(int64_t o, int64_t c, Q8Act, int64_t r0, int nr, float* acc) const {
+  static __device__ void Dot(const DeviceMatrix& w, const float* x, Q8Act, int64_t o, int64_t c, int64_t r0, int nr,
+                             float* acc) {
     constexpr int kN = kWeightsPerChunk;
     const int4 raw = Load16(w.q + (o * w.cols + c * kN) * (F == MatFormat::kF32 ? 4 : 2));
     float wv[kN];
@@ -188,55 +187,113 @@ struct Float {
   }
 };
 
-template <class F, int R>
-__global__ void __launch_bounds__(kWarps * 32) MatVecKernel(F f, Q8Act x, int64_t n, float* y, int64_t ldy) {
-  const int lane = threadIdx.x & 31;
-  const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+// Warps per output row: long rows are split over the 4 warps of a block (each takes every 4th run of
+// 32 chunks) so a matrix with few rows still has enough loads in flight. A function of the row length
+// alone, like everything that decides the order of a row's sum.
+template <class F>
+__host__ __device__ constexpr int WarpsPerRow(int64_t cols) {
+  return cols / F::kWeightsPerChunk >= 256 ? kWarps : 1;
+}
+
+// Blocks [first[k], first[k + 1]) of the grid compute matrix k of the job; each block computes
+// kWarps / WPR output rows.
+template <class F, int R, int WPR>
+__global__ void __launch_bounds__(kWarps * 32)
+    MatVecKernel(MatVecJob job, const float* x, Q8Act xq, int64_t n) {
+  constexpr int kRowsPerBlock = kWarps / WPR;
+  __shared__ float part[kWarps][R];
+  int k = 0;
+  int64_t first = 0, blocks = (job.w[0].rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  while (k + 1 < job.count && blockIdx.x >= first + blocks) {
+    first += blocks;
+    ++k;
+    blocks = (job.w[k].rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  }
+  const DeviceMatrix& w = job.w[k];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, piece = warp % WPR;
+  const int64_t o = (static_cast<int64_t>(blockIdx.x) - first) * kRowsPerBlock + warp / WPR;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * R;
-  if (o >= f.w.rows) return;
   const int nr = static_cast<int>(n - r0 < R ? n - r0 : R);
   float acc[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-  const int64_t chunks = f.w.cols / F::kWeightsPerChunk;
-  for (int64_t c = lane; c < chunks; c += 32) f.template Dot<R>(o, c, x, r0, nr, acc);
+  if (o < w.rows) {
+    const int64_t chunks = w.cols / F::kWeightsPerChunk, step = 32 * WPR;
+    int64_t c = piece * 32 + lane;
+    // Two chunks per iteration so their loads are in flight together; the sums stay in chunk order.
+    for (; c + step < chunks; c += 2 * step) {
+      F::template Dot<R>(w, x, xq, o, c, r0, nr, acc);
+      F::template Dot<R>(w, x, xq, o, c + step, r0, nr, acc);
+    }
+    if (c < chunks) F::template Dot<R>(w, x, xq, o, c, r0, nr, acc);
+  }
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    float v = acc[r];
 #pragma unroll
-    for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
-    if (lane == 0 && r < nr) y[(r0 + r) * ldy + o] = v;
+    for (int m = 16; m > 0; m >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], m);
+  }
+  if constexpr (WPR > 1) {
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) part[warp][r] = acc[r];
+    }
+    __syncthreads();
+    if (piece != 0) return;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float v = part[warp][r];
+#pragma unroll
+      for (int p = 1; p < WPR; ++p) v += part[warp + p][r];
+      acc[r] = v;
+    }
+  }
+  if (lane != 0 || o >= w.rows) return;
+  const MatVecOut out = job.out[k];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (r >= nr) break;
+    float v = acc[r];
+    if (out.bias != nullptr) v += out.bias[o];
+    out.y[(r0 + r) * out.ldy + o] = v;
+    if (out.residual != nullptr) out.residual[(r0 + r) * out.ldr + o] += v;
   }
 }
 
-template <int R, class F>
-cudaError_t LaunchR(const F& f, Q8Act x, int64_t n, float* y, int64_t ldy, cudaStream_t s) {
-  const dim3 grid(static_cast<unsigned>((f.w.rows + kWarps - 1) / kWarps),
-                  static_cast<unsigned>((n + R - 1) / R));
-  MatVecKernel<F, R><<<grid, kWarps * 32, 0, s>>>(f, x, n, y, ldy);
+template <class F, int R, int WPR>
+cudaError_t LaunchR(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, cudaStream_t s) {
+  constexpr int kRowsPerBlock = kWarps / WPR;
+  int64_t blocks = 0;
+  for (int k = 0; k < job.count; ++k) blocks += (job.w[k].rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>((n + R - 1) / R));
+  MatVecKernel<F, R, WPR><<<grid, kWarps * 32, 0, s>>>(job, x, xq, n);
   return cudaGetLastError();
 }
 
+template <class F, int R>
+cudaError_t LaunchW(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, cudaStream_t s) {
+  if (WarpsPerRow<F>(job.w[0].cols) == kWarps) return LaunchR<F, R, kWarps>(job, x, xq, n, s);
+  return LaunchR<F, R, 1>(job, x, xq, n, s);
+}
+
 template <class F>
-cudaError_t Launch(const F& f, Q8Act x, int64_t n, float* y, int64_t ldy, cudaStream_t s) {
-  if (n == 1) return LaunchR<1>(f, x, n, y, ldy, s);
-  if (n == 2) return LaunchR<2>(f, x, n, y, ldy, s);
-  if (n <= 4) return LaunchR<4>(f, x, n, y, ldy, s);
-  return LaunchR<8>(f, x, n, y, ldy, s);
+cudaError_t Launch(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, cudaStream_t s) {
+  if (n == 1) return LaunchW<F, 1>(job, x, xq, n, s);
+  if (n == 2) return LaunchW<F, 2>(job, x, xq, n, s);
+  if (n <= 4) return LaunchW<F, 4>(job, x, xq, n, s);
+  return LaunchW<F, 8>(job, x, xq, n, s);
 }
 
 }  // namespace
 
-cudaError_t MatVec(const DeviceMatrix& w, const float* x, Q8Act xq, int64_t n, float* y, int64_t ldy,
-                   cudaStream_t stream) {
-  if (n <= 0) return cudaSuccess;
-  switch (w.format) {
-    case MatFormat::kQ8_0: return Launch(Q8_0{w}, xq, n, y, ldy, stream);
-    case MatFormat::kQ4_K: return Launch(Q4_K{w}, xq, n, y, ldy, stream);
-    case MatFormat::kQ6_K: return Launch(Q6_K{w}, xq, n, y, ldy, stream);
-    case MatFormat::kF16: return Launch(Float<MatFormat::kF16>{w, x}, xq, n, y, ldy, stream);
-    case MatFormat::kBF16: return Launch(Float<MatFormat::kBF16>{w, x}, xq, n, y, ldy, stream);
-    case MatFormat::kF32: return Launch(Float<MatFormat::kF32>{w, x}, xq, n, y, ldy, stream);
+cudaError_t MatVec(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, cudaStream_t stream) {
+  if (n <= 0 || job.count <= 0) return cudaSuccess;
+  switch (job.w[0].format) {
+    case MatFormat::kQ8_0: return Launch<Q8_0>(job, x, xq, n, stream);
+    case MatFormat::kQ4_K: return Launch<Q4_K>(job, x, xq, n, stream);
+    case MatFormat::kQ6_K: return Launch<Q6_K>(job, x, xq, n, stream);
+    case MatFormat::kF16: return Launch<Float<MatFormat::kF16>>(job, x, xq, n, stream);
+    case MatFormat::kBF16: return Launch<Float<MatFormat::kBF16>>(job, x, xq, n, stream);
+    case MatFormat::kF32: return Launch<Float<MatFormat::kF32>>(job, x, xq, n, stream);
   }
   return cudaErrorInvalidValue;
 }

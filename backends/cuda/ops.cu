@@ -2,6 +2,8 @@
 // tree order per row, so a row's result does not depend on the rows around it.
 #include <cuda_fp16.h>
 
+#include <algorithm>
+
 #include "backends/cuda/kernels.h"
 
 namespace fak::cuda {
@@ -38,28 +40,47 @@ __global__ void QuantizeKernel(const float* x, int64_t n, int8_t* q, float* d) {
   QuantizeLane(x[i], i, q, d);
 }
 
-// One block per row. Elements are visited as 32-wide blocks by warps (element = 32 * blk + lane).
+// One block per row, one warp per 32-element run (several runs per warp for long rows): the row is read
+// once into registers, its sum of squares reduced in a fixed order (per thread, then per warp, then
+// over warps in order), and written from the registers with its int8 shadow.
+constexpr int kNormPerThread = 8;
 __global__ void RmsNormKernel(const float* x, const float* w, float* y, int64_t cols, float eps, int8_t* q,
                               float* d) {
-  __shared__ float part[kThreads / 32];
+  __shared__ float part[32];
   const int64_t row = blockIdx.x;
   const float* xr = x + row * cols;
   float* yr = y + row * cols;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int64_t runs = (cols + 31) / 32;
+  float v[kNormPerThread];
   float ss = 0.0f;
-  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) ss = __fmaf_rn(xr[i], xr[i], ss);
+#pragma unroll
+  for (int k = 0; k < kNormPerThread; ++k) {
+    const int64_t i = (warp + static_cast<int64_t>(k) * warps) * 32 + lane;
+    v[k] = i < cols ? xr[i] : 0.0f;
+    ss = __fmaf_rn(v[k], v[k], ss);
+  }
+  for (int64_t b = warp + kNormPerThread * warps; b < runs; b += warps) {  // rows longer than the registers
+    const int64_t i = b * 32 + lane;
+    if (i < cols) ss = __fmaf_rn(xr[i], xr[i], ss);
+  }
   ss = WarpSum(ss);
   if (lane == 0) part[warp] = ss;
   __syncthreads();
   float total = 0.0f;
   for (int k = 0; k < warps; ++k) total += part[k];
   const float scale = rsqrtf(total / static_cast<float>(cols) + eps);
-  const int64_t blocks = (cols + 31) / 32;
-  for (int64_t b = warp; b < blocks; b += warps) {
+  for (int64_t b = warp, k = 0; b < runs; b += warps, ++k) {
     const int64_t i = b * 32 + lane;
-    const float v = i < cols ? xr[i] * scale * w[i] : 0.0f;
-    if (i < cols) yr[i] = v;
-    if (q != nullptr) QuantizeLane(v, row * cols + i, q, d);
+    float xv = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kNormPerThread; ++j) {
+      if (j == k) xv = v[j];
+    }
+    if (k >= kNormPerThread && i < cols) xv = xr[i];
+    const float o = i < cols ? xv * scale * w[i] : 0.0f;
+    if (i < cols) yr[i] = o;
+    if (q != nullptr) QuantizeLane(o, row * cols + i, q, d);
   }
 }
 
@@ -128,6 +149,54 @@ __global__ void KvWriteKernel(DeviceKv kv, DeviceBatch b, int64_t layer, const f
   }
 }
 
+// Rope of q and k and the KV store of k and v in one launch (one block per row): each thread rotates
+// whole pairs, so no element is read after another thread wrote it. The same float operations as
+// RopeKernel followed by KvWriteKernel.
+template <typename T>
+__global__ void RopeKvWriteKernel(float* q, int64_t q_cols, float* k, const float* v, int64_t head_dim, int64_t half,
+                                  const float* cos_sin, bool neox, DeviceKv kv, DeviceBatch b, int64_t layer) {
+  const int64_t row = blockIdx.x;
+  const float* cs = cos_sin + row * 2 * half;
+  const int64_t nq = q != nullptr ? q_cols / head_dim : 0, width = kv.n_kv_head * head_dim;
+  for (int64_t t = threadIdx.x; t < nq * half; t += blockDim.x) {
+    const int64_t h = t / half, i = t % half;
+    float* x = q + row * q_cols + h * head_dim;
+    const int64_t a = neox ? i : 2 * i, c = neox ? i + half : 2 * i + 1;
+    const float x0 = x[a], x1 = x[c];
+    x[a] = x0 * cs[i] - x1 * cs[half + i];
+    x[c] = x1 * cs[i] + x0 * cs[half + i];
+  }
+  const int64_t pos = b.positions[row];
+  const int32_t page = b.pages[b.page_begin[b.row_seq[row]] + pos / kv.page_tokens];
+  T* base = static_cast<T*>(kv.page_ptr[page]);
+  const int64_t block = kv.page_tokens * head_dim, off = (pos % kv.page_tokens) * head_dim;
+  auto store = [&](int64_t which, int64_t h, int64_t i, float value) {
+    T* dst = base + ((layer * 2 + which) * kv.n_kv_head + h) * block + off + i;
+    if constexpr (sizeof(T) == 2) {
+      *dst = __float2half_rn(value);
+    } else {
+      *dst = value;
+    }
+  };
+  for (int64_t t = threadIdx.x; t < kv.n_kv_head * half; t += blockDim.x) {
+    const int64_t h = t / half, i = t % half;
+    float* x = k + row * width + h * head_dim;
+    const int64_t a = neox ? i : 2 * i, c = neox ? i + half : 2 * i + 1;
+    const float x0 = x[a], x1 = x[c];
+    const float ya = x0 * cs[i] - x1 * cs[half + i], yc = x1 * cs[i] + x0 * cs[half + i];
+    x[a] = ya;
+    x[c] = yc;
+    store(0, h, a, ya);
+    store(0, h, c, yc);
+  }
+  const int64_t rest = head_dim - 2 * half;  // dims past the rotary part
+  for (int64_t t = threadIdx.x; t < kv.n_kv_head * rest; t += blockDim.x) {
+    const int64_t h = t / rest, i = 2 * half + t % rest;
+    store(0, h, i, k[row * width + h * head_dim + i]);
+  }
+  for (int64_t t = threadIdx.x; t < width; t += blockDim.x) store(1, t / head_dim, t % head_dim, v[row * width + t]);
+}
+
 }  // namespace
 
 cudaError_t Quantize(const float* x, int64_t n_elems, int8_t* q, float* d, cudaStream_t stream) {
@@ -139,8 +208,11 @@ cudaError_t Quantize(const float* x, int64_t n_elems, int8_t* q, float* d, cudaS
 cudaError_t RmsNorm(const float* x, const float* w, float* y, int64_t rows, int64_t cols, float eps,
                     int8_t* q, float* d, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
-  const int threads = cols >= kThreads ? kThreads : (cols >= 128 ? 128 : 32);
-  RmsNormKernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(x, w, y, cols, eps, q, d);
+  // A warp per 32-element run, two runs per warp where that fits (d_model 1536: 24 warps), at most
+  // 32 warps: a function of cols only.
+  const int64_t runs = (cols + 31) / 32;
+  const int warps = static_cast<int>(std::min<int64_t>(32, std::max<int64_t>(1, (runs + 1) / 2)));
+  RmsNormKernel<<<static_cast<unsigned>(rows), warps * 32, 0, stream>>>(x, w, y, cols, eps, q, d);
   return cudaGetLastError();
 }
 
@@ -184,6 +256,20 @@ cudaError_t KvWrite(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, con
     KvWriteKernel<float><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(kv, b, layer, k, v);
   } else {
     KvWriteKernel<__half><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(kv, b, layer, k, v);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t RopeKvWrite(float* q, int64_t q_cols, float* k, const float* v, int64_t rows, int64_t head_dim,
+                        int64_t half, const float* cos_sin, bool neox, const DeviceKv& kv, const DeviceBatch& b,
+                        int64_t layer, cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  if (kv.f32) {
+    RopeKvWriteKernel<float><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(q, q_cols, k, v, head_dim, half,
+                                                                                   cos_sin, neox, kv, b, layer);
+  } else {
+    RopeKvWriteKernel<__half><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(q, q_cols, k, v, head_dim, half,
+                                                                                    cos_sin, neox, kv, b, layer);
   }
   return cudaGetLastError();
 }

@@ -1,0 +1,177 @@
+#include "backends/cuda/step.h"
+
+#include <fmt/format.h>
+
+namespace fak::cuda {
+namespace {
+
+uint64_t U(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+Status LaunchError(cudaError_t e, const char* what) {
+  return Internal("CUDA: {}: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+}  // namespace
+
+StepQueue::~StepQueue() { ForgetGraphs(); }
+
+void StepQueue::ForgetGraphs() {
+  for (Graph& g : graphs_) cudaGraphExecDestroy(g.exec);
+  graphs_.clear();
+}
+
+void StepQueue::Begin(std::vector<uint64_t> shape, bool graph) {
+  ops_.clear();
+  shape_ = std::move(shape);
+  graph_ = graph;
+  in_step_ = true;
+}
+
+cudaError_t StepQueue::Add(const char* what, std::vector<uint64_t> key, Launch launch) {
+  if (!in_step_) return launch(stream_);
+  ops_.push_back({what, std::move(key), std::move(launch)});
+  return cudaSuccess;
+}
+
+cudaError_t StepQueue::AddMatVec(const DeviceMatrix& w, const MatVecOut& out, const float* x, Q8Act xq, int64_t n) {
+  if (in_step_ && !ops_.empty()) {
+    Op& last = ops_.back();
+    MatVecJob& j = last.job;
+    if (last.matvec && last.x == x && last.xq.q == xq.q && last.n == n && j.count < MatVecJob::kMax &&
+        j.w[0].format == w.format && j.w[0].cols == w.cols) {
+      j.w[j.count] = w;
+      j.out[j.count] = out;
+      ++j.count;
+      return cudaSuccess;
+    }
+  }
+  Op op;
+  op.what = "MatMul";
+  op.matvec = true;
+  op.job.count = 1;
+  op.job.w[0] = w;
+  op.job.out[0] = out;
+  op.x = x;
+  op.xq = xq;
+  op.n = n;
+  if (!in_step_) return MatVec(op.job, x, xq, n, stream_);
+  ops_.push_back(op);
+  return cudaSuccess;
+}
+
+bool StepQueue::FuseBias(const float* x, int64_t rows, int64_t cols, const float* bias) {
+  if (!in_step_ || ops_.empty() || !ops_.back().matvec || ops_.back().n != rows) return false;
+  MatVecJob& j = ops_.back().job;
+  for (int k = 0; k < j.count; ++k) {
+    MatVecOut& o = j.out[k];
+    if (o.y == x && j.w[k].rows == cols && o.ldy == cols && o.bias == nullptr && o.residual == nullptr) {
+      o.bias = bias;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool StepQueue::FuseResidual(float* x, const float* y, int64_t rows, int64_t cols) {
+  if (!in_step_ || ops_.empty() || !ops_.back().matvec || ops_.back().n != rows) return false;
+  Op& last = ops_.back();
+  if (last.x == x) return false;  // the product reads x: it must not change under it
+  MatVecJob& j = last.job;
+  for (int k = 0; k < j.count; ++k) {
+    MatVecOut& o = j.out[k];
+    if (o.y == y && j.w[k].rows == cols && o.ldy == cols && o.residual == nullptr) {
+      o.residual = x;
+      o.ldr = cols;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<uint64_t> StepQueue::StepKey() const {
+  std::vector<uint64_t> key = shape_;
+  for (const Op& op : ops_) {
+    key.push_back(op.matvec ? 1 : 2);
+    if (!op.matvec) {
+      key.push_back(op.key.size());
+      key.insert(key.end(), op.key.begin(), op.key.end());
+      continue;
+    }
+    key.insert(key.end(), {U(op.x), U(op.xq.q), U(op.xq.d), static_cast<uint64_t>(op.n),
+                           static_cast<uint64_t>(op.job.count)});
+    for (int k = 0; k < op.job.count; ++k) {
+      const DeviceMatrix& w = op.job.w[k];
+      const MatVecOut& o = op.job.out[k];
+      key.insert(key.end(), {static_cast<uint64_t>(w.format), static_cast<uint64_t>(w.rows),
+                             static_cast<uint64_t>(w.cols), U(w.q), U(w.d), U(o.y), static_cast<uint64_t>(o.ldy),
+                             U(o.bias), U(o.residual), static_cast<uint64_t>(o.ldr)});
+    }
+  }
+  return key;
+}
+
+Status StepQueue::LaunchAll() {
+  for (const Op& op : ops_) {
+    const cudaError_t e = op.matvec ? MatVec(op.job, op.x, op.xq, op.n, stream_) : op.launch(stream_);
+    if (e != cudaSuccess) return LaunchError(e, op.what);
+  }
+  return Status::Ok();
+}
+
+Status StepQueue::End(const std::function<cudaError_t()>& before) {
+  in_step_ = false;
+  if (const cudaError_t e = before(); e != cudaSuccess) {
+    ops_.clear();
+    return LaunchError(e, "batch upload");
+  }
+  if (!graph_) {
+    Status s = LaunchAll();
+    ops_.clear();
+    return s;
+  }
+  std::vector<uint64_t> key = StepKey();
+  for (auto it = graphs_.begin(); it != graphs_.end(); ++it) {
+    if (it->key != key) continue;
+    graphs_.splice(graphs_.begin(), graphs_, it);
+    ops_.clear();
+    ++replayed_;
+    const cudaError_t e = cudaGraphLaunch(graphs_.front().exec, stream_);
+    return e == cudaSuccess ? Status::Ok() : LaunchError(e, "graph launch");
+  }
+  // First time this step's shape is seen: capture it.
+  cudaGraph_t graph = nullptr;
+  if (const cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal); e != cudaSuccess) {
+    Status s = LaunchAll();
+    ops_.clear();
+    return s;
+  }
+  Status launched = LaunchAll();
+  const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+  cudaGraphExec_t exec = nullptr;
+  if (!launched.ok() || ended != cudaSuccess || cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+    cudaGetLastError();
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    // Run the step op by op instead; a launch error there is the one to report.
+    Status s = LaunchAll();
+    ops_.clear();
+    if (s.ok() && !launched.ok()) s = launched;
+    return s;
+  }
+  cudaGraphDestroy(graph);
+  ops_.clear();
+  if (graphs_.size() >= kMaxGraphs) {
+    cudaGraphExecDestroy(graphs_.back().exec);
+    graphs_.pop_back();
+  }
+  graphs_.push_front({std::move(key), exec});
+  ++captured_;
+  const cudaError_t e = cudaGraphLaunch(exec, stream_);
+  return e == cudaSuccess ? Status::Ok() : LaunchError(e, "graph launch");
+}
+
+void StepQueue::Discard() {
+  ops_.clear();
+  in_step_ = false;
+}
+
+}  // namespace fak::cuda

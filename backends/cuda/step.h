@@ -1,0 +1,82 @@
+// The ops of one forward step, queued between SetBatch and Synchronize and launched together: as a
+// CUDA graph for small batches (a decode step is the same sequence of kernels every token, so its
+// graph is captured once per batch shape and replayed), op by op otherwise. Queueing the whole step
+// first also lets neighbouring ops fuse: matrices that read the same activations share one launch,
+// and a bias or residual add that follows a matrix product joins its epilogue.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <vector>
+
+#include "backends/cuda/kernels.h"  // MatVecJob
+#include "core/status.h"
+
+namespace fak::cuda {
+
+class StepQueue {
+ public:
+  using Launch = std::function<cudaError_t(cudaStream_t)>;
+
+  explicit StepQueue(cudaStream_t stream) : stream_(stream) {}
+  ~StepQueue();
+  StepQueue(const StepQueue&) = delete;
+  StepQueue& operator=(const StepQueue&) = delete;
+
+  // Starts a step. `shape` identifies everything the step's kernels read from fixed addresses (batch
+  // sizes, staging areas); `graph` says whether to run it as a graph.
+  void Begin(std::vector<uint64_t> shape, bool graph);
+  bool in_step() const { return in_step_; }
+
+  // An op: `key` lists every value its launch bakes in (pointers, sizes, scalars). Outside a step it
+  // is launched at once and its launch error returned.
+  cudaError_t Add(const char* what, std::vector<uint64_t> key, Launch launch);
+  // A matrix product; joins the previous op when that is a product over the same activations.
+  cudaError_t AddMatVec(const DeviceMatrix& w, const MatVecOut& out, const float* x, Q8Act xq, int64_t n);
+  // x (rows, cols) += bias or += y, folded into the previous product when it wrote exactly that
+  // tensor; false when it could not be (the caller queues the add itself).
+  bool FuseBias(const float* x, int64_t rows, int64_t cols, const float* bias);
+  bool FuseResidual(float* x, const float* y, int64_t rows, int64_t cols);
+
+  // Launches the step's ops after `before` (the batch upload), then ends the step.
+  Status End(const std::function<cudaError_t()>& before);
+  // Ends the step without launching anything (after an error).
+  void Discard();
+  // Forgets every captured graph (staging areas moved, buffers freed).
+  void ForgetGraphs();
+
+  int64_t graphs_captured() const { return captured_; }
+  int64_t graphs_replayed() const { return replayed_; }
+
+ private:
+  struct Op {
+    const char* what = "";
+    std::vector<uint64_t> key;
+    Launch launch;
+    bool matvec = false;
+    MatVecJob job;
+    const float* x = nullptr;
+    Q8Act xq;
+    int64_t n = 0;
+  };
+  struct Graph {
+    std::vector<uint64_t> key;
+    cudaGraphExec_t exec = nullptr;
+  };
+  static constexpr size_t kMaxGraphs = 32;
+
+  Status LaunchAll();
+  std::vector<uint64_t> StepKey() const;
+
+  cudaStream_t stream_;
+  bool in_step_ = false, graph_ = false;
+  std::vector<uint64_t> shape_;
+  std::vector<Op> ops_;
+  std::list<Graph> graphs_;  // most recently used first
+  int64_t captured_ = 0, replayed_ = 0;
+};
+
+}  // namespace fak::cuda
