@@ -119,8 +119,8 @@ __global__ void __launch_bounds__(kTile)
 // in warp order at the end. Fixed by the head size and the context alone.
 template <typename T, int kDims>
 __global__ void __launch_bounds__(kTile)
-    AttentionWarpKernel(DeviceKv kv, DeviceBatch b, int64_t layer, const float* q, int64_t n_head, float scale,
-                        float* out, int8_t* oq, float* od) {
+    AttentionWarpKernel(DeviceKv kv, DeviceBatch b, int64_t layer, const float* q, int64_t n_head,
+                        float scale, float* out, int8_t* oq, float* od) {
   constexpr int kHd = kDims * 32;
   constexpr int kPerLoad = 16 / sizeof(T);
   __shared__ float qs[kHd];
@@ -202,13 +202,20 @@ __global__ void __launch_bounds__(kTile)
 }
 
 template <typename T>
-cudaError_t LaunchAttention(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q, int64_t rows,
-                            int64_t n_head, float scale, float* out, int8_t* oq, float* od, cudaStream_t stream) {
+cudaError_t LaunchAttention(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q,
+                            int64_t rows, int64_t n_head, float scale, float* out, int8_t* oq, float* od,
+                            cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_head));
   switch (kv.head_dim) {
-    case 64: AttentionWarpKernel<T, 2><<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od); break;
-    case 128: AttentionWarpKernel<T, 4><<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od); break;
-    case 256: AttentionWarpKernel<T, 8><<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od); break;
+    case 64:
+      AttentionWarpKernel<T, 2><<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od);
+      break;
+    case 128:
+      AttentionWarpKernel<T, 4><<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od);
+      break;
+    case 256:
+      AttentionWarpKernel<T, 8><<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od);
+      break;
     default: AttentionKernel<T><<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od);
   }
   return cudaGetLastError();
@@ -221,7 +228,7 @@ cudaError_t Attention(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, c
   if (rows <= 0) return cudaSuccess;
   if (kv.head_dim > kMaxHeadDim) return cudaErrorInvalidValue;
   return kv.f32 ? LaunchAttention<float>(kv, b, layer, q, rows, n_head, scale, out, oq, od, stream)
-                 : LaunchAttention<__half>(kv, b, layer, q, rows, n_head, scale, out, oq, od, stream);
+                : LaunchAttention<__half>(kv, b, layer, q, rows, n_head, scale, out, oq, od, stream);
 }
 
 }  // namespace fak::cuda

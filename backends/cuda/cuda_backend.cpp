@@ -268,7 +268,8 @@ class CudaBackend final : public Backend {
     // table, the only part whose size changes from step to step: every other part sits at an address
     // that depends on the batch's shape alone, which is what lets a captured graph be replayed.
     size_t need = 0;
-    for (const auto* a : {&b.positions, &b.row_seq, &b.page_begin, &b.out_rows, &b.pages}) need += Align(a->size() * 4);
+    for (const auto* a : {&b.positions, &b.row_seq, &b.page_begin, &b.out_rows, &b.pages})
+      need += Align(a->size() * 4);
     for (const RopeSpec& r : ropes_) need += Align(static_cast<size_t>(n_rows_) * r.inv_freq.size() * 2 * 4);
     need += Align(static_cast<size_t>(n_rows_ * max_embed_cols_) * 4);
     if (!Reserve(up_, need, true)) return;
@@ -304,7 +305,8 @@ class CudaBackend final : public Backend {
     if (!error_.ok()) return;
     FlushRopes();
     const Embedding& e = embeddings_[static_cast<size_t>(table.id)];
-    if (out.cols > max_embed_cols_ || out.rows != n_rows_) return Fail(Internal("CUDA: Embed into a tensor of the wrong shape"));
+    if (out.cols > max_embed_cols_ || out.rows != n_rows_)
+      return Fail(Internal("CUDA: Embed into a tensor of the wrong shape"));
     auto* rows = reinterpret_cast<float*>(up_.host + embed_at_);
     for (int64_t r = 0; r < n_rows_; ++r) {
       Status s = cpu::EmbeddingRow(e.table, tokens_[static_cast<size_t>(r)], rows + r * out.cols, e.as_type);
@@ -314,9 +316,8 @@ class CudaBackend final : public Backend {
     const size_t bytes = static_cast<size_t>(n_rows_ * out.cols) * 4;
     const uint8_t* src = up_.dev + embed_at_;
     float* dst = out.data;
-    Queue("Embed", {U(dst), U(src), bytes}, [=](cudaStream_t s) {
-      return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s);
-    });
+    Queue("Embed", {U(dst), U(src), bytes},
+          [=](cudaStream_t s) { return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s); });
     Written(out);
   }
 
@@ -411,9 +412,9 @@ class CudaBackend final : public Backend {
     // The pending rope of these keys (the last pending one), and of the queries before it, if any.
     const size_t n = ropes_pending_.size();
     if (n > 0 && ropes_pending_[n - 1].x.data == k.data && ropes_pending_[n - 1].head_dim == view.head_dim &&
-        ropes_pending_[n - 1].x.cols == k.cols && k.cols == v.cols && (n == 1 || (ropes_pending_[0].rope == ropes_pending_[1].rope &&
-                                                                  ropes_pending_[0].head_dim == view.head_dim &&
-                                                                  ropes_pending_[0].x.rows == rows))) {
+        ropes_pending_[n - 1].x.cols == k.cols && k.cols == v.cols &&
+        (n == 1 || (ropes_pending_[0].rope == ropes_pending_[1].rope &&
+                    ropes_pending_[0].head_dim == view.head_dim && ropes_pending_[0].x.rows == rows))) {
       const PendingRope kr = ropes_pending_[n - 1];
       float* qs = n == 2 ? ropes_pending_[0].x.data : nullptr;
       const int64_t q_cols = n == 2 ? ropes_pending_[0].x.cols : 0;
@@ -423,10 +424,11 @@ class CudaBackend final : public Backend {
       const float* table = rope_tables_[static_cast<size_t>(kr.rope)];
       const bool neox = r.neox;
       Queue("RopeKvWrite",
-            {U(qs), U(q_cols), U(ks), U(vs), U(rows), U(hd), U(half), U(table), neox, U(view.page_ptr), U(layer),
-             U(b.positions), U(b.pages)},
+            {U(qs), U(q_cols), U(ks), U(vs), U(rows), U(hd), U(half), U(table), neox, U(view.page_ptr),
+             U(layer), U(b.positions), U(b.pages)},
             [=](cudaStream_t s) {
-              return fak::cuda::RopeKvWrite(qs, q_cols, ks, vs, rows, hd, half, table, neox, view, b, layer, s);
+              return fak::cuda::RopeKvWrite(qs, q_cols, ks, vs, rows, hd, half, table, neox, view, b, layer,
+                                            s);
             });
       return;
     }
@@ -450,8 +452,12 @@ class CudaBackend final : public Backend {
     const int64_t rows = q.rows, n_head = q.cols / st.g.head_dim;
     uint32_t scale_bits;
     std::memcpy(&scale_bits, &scale, 4);
-    Queue("Attention", {U(view.page_ptr), U(layer), U(qs), U(rows), U(n_head), scale_bits, U(os), U(oq), U(od), U(b.positions), U(b.pages)},
-          [=](cudaStream_t s) { return fak::cuda::Attention(view, b, layer, qs, rows, n_head, scale, os, oq, od, s); });
+    Queue("Attention",
+          {U(view.page_ptr), U(layer), U(qs), U(rows), U(n_head), scale_bits, U(os), U(oq), U(od),
+           U(b.positions), U(b.pages)},
+          [=](cudaStream_t s) {
+            return fak::cuda::Attention(view, b, layer, qs, rows, n_head, scale, os, oq, od, s);
+          });
     shadow ? Shadowed(out) : Written(out);
   }
 
@@ -579,7 +585,8 @@ class CudaBackend final : public Backend {
     const size_t cap = std::max(bytes, down_.capacity * 2);
     uint8_t* p = nullptr;
     if (cudaError_t e = cudaMallocHost(&p, cap); e != cudaSuccess) {
-      Fail(Busy("CUDA: cannot pin {:.1f} MiB of host memory for downloads: {}", cap / 1048576.0, ErrorText(e)));
+      Fail(Busy("CUDA: cannot pin {:.1f} MiB of host memory for downloads: {}", cap / 1048576.0,
+                ErrorText(e)));
       return false;
     }
     if (down_.used > 0) std::memcpy(p, down_.host, down_.used);

@@ -186,7 +186,8 @@ TEST(CudaOps, MatMulEveryFormatMatchesTheReference) {
       const double err = NormalizedError(got.data(), ref.data(), ref.size());
       const bool q8 = t == GgmlType::kQ8_0 || t == GgmlType::kQ4_K || t == GgmlType::kQ6_K;
       EXPECT_LT(err, q8 ? 1.5e-2 : 1e-5);
-      RecordProperty(std::string(GgmlTypeName(t)) + "_n" + std::to_string(n) + "_error", fmt::format("{:.3g}", err));
+      RecordProperty(std::string(GgmlTypeName(t)) + "_n" + std::to_string(n) + "_error",
+                     fmt::format("{:.3g}", err));
       be.gpu->Free(x);
       be.gpu->Free(*y);
     }

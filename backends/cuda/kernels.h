@@ -96,8 +96,8 @@ cudaError_t KvWrite(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, con
                     int64_t rows, cudaStream_t stream);
 // Rope of q (null: none) and k, then KvWrite of k and v: the three ops in one launch, the same values.
 cudaError_t RopeKvWrite(float* q, int64_t q_cols, float* k, const float* v, int64_t rows, int64_t head_dim,
-                        int64_t half, const float* cos_sin, bool neox, const DeviceKv& kv, const DeviceBatch& b,
-                        int64_t layer, cudaStream_t stream);
+                        int64_t half, const float* cos_sin, bool neox, const DeviceKv& kv,
+                        const DeviceBatch& b, int64_t layer, cudaStream_t stream);
 // out (rows, n_head * head_dim) = causal attention of each row's query heads over its sequence's cache;
 // when q8 is not null also out's int8 shadow.
 cudaError_t Attention(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q, int64_t rows,

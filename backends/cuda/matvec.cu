@@ -41,8 +41,8 @@ __device__ __forceinline__ int4 Shr(int4 a, int s) {
 struct Q8_0 {
   static constexpr int kWeightsPerChunk = 16;
   template <int R>
-  static __device__ void Dot(const DeviceMatrix& w, const float*, Q8Act x, int64_t o, int64_t c, int64_t r0, int nr,
-                             float* acc) {
+  static __device__ void Dot(const DeviceMatrix& w, const float*, Q8Act x, int64_t o, int64_t c, int64_t r0,
+                             int nr, float* acc) {
     const int64_t nb = w.cols / 32, b = c >> 1;
     const int4 wq = Load16(w.q + o * w.cols + c * 16);
     const float dw = Half(w.d[o * nb + b]);
@@ -63,8 +63,8 @@ struct Q8_0 {
 struct Q4_K {
   static constexpr int kWeightsPerChunk = 32;
   template <int R>
-  static __device__ void Dot(const DeviceMatrix& w, const float*, Q8Act x, int64_t o, int64_t c, int64_t r0, int nr,
-                             float* acc) {
+  static __device__ void Dot(const DeviceMatrix& w, const float*, Q8Act x, int64_t o, int64_t c, int64_t r0,
+                             int nr, float* acc) {
     const int64_t nb = w.cols / 256, b = c >> 3;
     const int j = static_cast<int>((c >> 1) & 3), h = static_cast<int>(c & 1);
     const uint8_t* blk = w.q + (o * nb + b) * 144;
@@ -113,8 +113,8 @@ struct Q4_K {
 struct Q6_K {
   static constexpr int kWeightsPerChunk = 64;
   template <int R>
-  static __device__ void Dot(const DeviceMatrix& w, const float*, Q8Act x, int64_t o, int64_t c, int64_t r0, int nr,
-                             float* acc) {
+  static __device__ void Dot(const DeviceMatrix& w, const float*, Q8Act x, int64_t o, int64_t c, int64_t r0,
+                             int nr, float* acc) {
     const int64_t nb = w.cols / 256, b = c >> 2;
     const int n = static_cast<int>((c >> 1) & 1), l0 = 16 * static_cast<int>(c & 1);
     const uint8_t* blk = w.q + (o * nb + b) * 208;
@@ -156,8 +156,8 @@ template <MatFormat F>
 struct Float {
   static constexpr int kWeightsPerChunk = F == MatFormat::kF32 ? 4 : 8;
   template <int R>
-  static __device__ void Dot(const DeviceMatrix& w, const float* x, Q8Act, int64_t o, int64_t c, int64_t r0, int nr,
-                             float* acc) {
+  static __device__ void Dot(const DeviceMatrix& w, const float* x, Q8Act, int64_t o, int64_t c, int64_t r0,
+                             int nr, float* acc) {
     constexpr int kN = kWeightsPerChunk;
     const int4 raw = Load16(w.q + (o * w.cols + c * kN) * (F == MatFormat::kF32 ? 4 : 2));
     float wv[kN];

@@ -153,8 +153,9 @@ __global__ void KvWriteKernel(DeviceKv kv, DeviceBatch b, int64_t layer, const f
 // whole pairs, so no element is read after another thread wrote it. The same float operations as
 // RopeKernel followed by KvWriteKernel.
 template <typename T>
-__global__ void RopeKvWriteKernel(float* q, int64_t q_cols, float* k, const float* v, int64_t head_dim, int64_t half,
-                                  const float* cos_sin, bool neox, DeviceKv kv, DeviceBatch b, int64_t layer) {
+__global__ void RopeKvWriteKernel(float* q, int64_t q_cols, float* k, const float* v, int64_t head_dim,
+                                  int64_t half, const float* cos_sin, bool neox, DeviceKv kv, DeviceBatch b,
+                                  int64_t layer) {
   const int64_t row = blockIdx.x;
   const float* cs = cos_sin + row * 2 * half;
   const int64_t nq = q != nullptr ? q_cols / head_dim : 0, width = kv.n_kv_head * head_dim;
@@ -194,7 +195,8 @@ __global__ void RopeKvWriteKernel(float* q, int64_t q_cols, float* k, const floa
     const int64_t h = t / rest, i = 2 * half + t % rest;
     store(0, h, i, k[row * width + h * head_dim + i]);
   }
-  for (int64_t t = threadIdx.x; t < width; t += blockDim.x) store(1, t / head_dim, t % head_dim, v[row * width + t]);
+  for (int64_t t = threadIdx.x; t < width; t += blockDim.x)
+    store(1, t / head_dim, t % head_dim, v[row * width + t]);
 }
 
 }  // namespace
@@ -261,15 +263,15 @@ cudaError_t KvWrite(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, con
 }
 
 cudaError_t RopeKvWrite(float* q, int64_t q_cols, float* k, const float* v, int64_t rows, int64_t head_dim,
-                        int64_t half, const float* cos_sin, bool neox, const DeviceKv& kv, const DeviceBatch& b,
-                        int64_t layer, cudaStream_t stream) {
+                        int64_t half, const float* cos_sin, bool neox, const DeviceKv& kv,
+                        const DeviceBatch& b, int64_t layer, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   if (kv.f32) {
-    RopeKvWriteKernel<float><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(q, q_cols, k, v, head_dim, half,
-                                                                                   cos_sin, neox, kv, b, layer);
+    RopeKvWriteKernel<float><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+        q, q_cols, k, v, head_dim, half, cos_sin, neox, kv, b, layer);
   } else {
-    RopeKvWriteKernel<__half><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(q, q_cols, k, v, head_dim, half,
-                                                                                    cos_sin, neox, kv, b, layer);
+    RopeKvWriteKernel<__half><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+        q, q_cols, k, v, head_dim, half, cos_sin, neox, kv, b, layer);
   }
   return cudaGetLastError();
 }

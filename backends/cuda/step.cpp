@@ -33,7 +33,8 @@ cudaError_t StepQueue::Add(const char* what, std::vector<uint64_t> key, Launch l
   return cudaSuccess;
 }
 
-cudaError_t StepQueue::AddMatVec(const DeviceMatrix& w, const MatVecOut& out, const float* x, Q8Act xq, int64_t n) {
+cudaError_t StepQueue::AddMatVec(const DeviceMatrix& w, const MatVecOut& out, const float* x, Q8Act xq,
+                                 int64_t n) {
   if (in_step_ && !ops_.empty()) {
     Op& last = ops_.back();
     MatVecJob& j = last.job;
@@ -102,9 +103,10 @@ std::vector<uint64_t> StepQueue::StepKey() const {
     for (int k = 0; k < op.job.count; ++k) {
       const DeviceMatrix& w = op.job.w[k];
       const MatVecOut& o = op.job.out[k];
-      key.insert(key.end(), {static_cast<uint64_t>(w.format), static_cast<uint64_t>(w.rows),
-                             static_cast<uint64_t>(w.cols), U(w.q), U(w.d), U(o.y), static_cast<uint64_t>(o.ldy),
-                             U(o.bias), U(o.residual), static_cast<uint64_t>(o.ldr)});
+      key.insert(key.end(),
+                 {static_cast<uint64_t>(w.format), static_cast<uint64_t>(w.rows),
+                  static_cast<uint64_t>(w.cols), U(w.q), U(w.d), U(o.y), static_cast<uint64_t>(o.ldy),
+                  U(o.bias), U(o.residual), static_cast<uint64_t>(o.ldr)});
     }
   }
   return key;
@@ -140,7 +142,8 @@ Status StepQueue::End(const std::function<cudaError_t()>& before) {
   }
   // First time this step's shape is seen: capture it.
   cudaGraph_t graph = nullptr;
-  if (const cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal); e != cudaSuccess) {
+  if (const cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
+      e != cudaSuccess) {
     Status s = LaunchAll();
     ops_.clear();
     return s;
