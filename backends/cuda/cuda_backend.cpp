@@ -6,14 +6,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <span>
 #include <vector>
 
-#include "backends/cpu/ops.h"       // EmbeddingRow: the reference lookup, run on the host
-#include "backends/cuda/kernels.h"  // MatVec, RmsNorm, Attention, ...
-#include "backends/cuda/step.h"     // StepQueue
-#include "backends/cuda/weights.h"  // RepackForDevice
+#include "backends/cpu/ops.h"           // EmbeddingRow: the reference lookup, run on the host
+#include "backends/cuda/activations.h"  // Activations
+#include "backends/cuda/kernels.h"      // MatVec, RmsNorm, Attention, ...
+#include "backends/cuda/step.h"         // StepQueue
+#include "backends/cuda/weights.h"      // RepackForDevice
 
 namespace fak::cuda {
 namespace {
@@ -62,16 +62,6 @@ class GgufRows final : public WeightLayout {
   }
 };
 
-// An f32 activation buffer and its int8 shadow (kernels.h's Q8Act), with the element range whose
-// shadow matches the f32 values.
-struct Buffer {
-  float* f32 = nullptr;
-  int8_t* q = nullptr;
-  float* d = nullptr;
-  int64_t elems = 0;
-  int64_t valid_begin = 0, valid_end = 0;
-};
-
 struct KvStore {
   KvGeometry g;
   int64_t max_pages = 0;
@@ -108,7 +98,6 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
     q_.ForgetGraphs();
-    for (auto& [p, b] : buffers_) FreeBuffer(b);
     for (const auto& m : matrices_) {
       cudaFree(const_cast<uint8_t*>(m.q));
       cudaFree(const_cast<uint16_t*>(m.d));
@@ -171,36 +160,11 @@ class CudaBackend final : public Backend {
     return static_cast<int32_t>(ropes_.size() - 1);
   }
 
-  Result<Tensor> Alloc(int64_t rows, int64_t cols) override {
-    if (rows <= 0 || cols <= 0) return InvalidArgument("tensor shape ({}, {}) is empty", rows, cols);
-    Buffer b;
-    b.elems = rows * cols;
-    const auto n = static_cast<size_t>(b.elems);
-    FAK_ASSIGN_OR_RETURN(void* f, DeviceAlloc(n * 4, "an activation tensor"));
-    b.f32 = static_cast<float*>(f);
-    if (b.elems % 32 == 0) {
-      auto q = DeviceAlloc(n, "an activation's int8 shadow");
-      auto d = q.ok() ? DeviceAlloc(n / 32 * 4, "an activation's scales") : Result<void*>(q.status());
-      if (!q.ok() || !d.ok()) {
-        if (q.ok()) cudaFree(*q);
-        cudaFree(f);
-        return q.ok() ? d.status() : q.status();
-      }
-      b.q = static_cast<int8_t*>(*q);
-      b.d = static_cast<float*>(*d);
-    }
-    FAK_RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(b.f32, 0, n * 4, stream_), "zeroing a tensor"));
-    buffers_[reinterpret_cast<uintptr_t>(b.f32)] = b;
-    return Tensor{b.f32, rows, cols};
-  }
+  Result<Tensor> Alloc(int64_t rows, int64_t cols) override { return acts_.Alloc(rows, cols, stream_); }
 
   void Free(Tensor t) override {
-    auto it = buffers_.find(reinterpret_cast<uintptr_t>(t.data));
-    if (it == buffers_.end()) return;
-    cudaStreamSynchronize(stream_);
-    q_.ForgetGraphs();  // a new buffer may take this address
-    FreeBuffer(it->second);
-    buffers_.erase(it);
+    cudaStreamSynchronize(stream_);        // no queued work may still use it
+    if (acts_.Free(t)) q_.ForgetGraphs();  // a new buffer may take this address
   }
 
   Result<int32_t> CreateKv(const KvGeometry& g, int64_t max_pages) override {
@@ -653,57 +617,25 @@ class CudaBackend final : public Backend {
     return dev;
   }
 
-  // The buffer a tensor view lies in, and the view's first element in it.
-  Buffer* Find(const Tensor& t, int64_t* offset) {
-    auto it = buffers_.upper_bound(reinterpret_cast<uintptr_t>(t.data));
-    if (it == buffers_.begin()) return nullptr;
-    --it;
-    Buffer& b = it->second;
-    const int64_t off = t.data - b.f32;
-    if (off < 0 || off + t.rows * t.cols > b.elems) return nullptr;
-    *offset = off;
-    return &b;
-  }
-  // Where the int8 shadow of t goes, when its buffer has one and t covers whole 32-blocks.
-  bool ShadowSlot(const Tensor& t, Q8Act* s) {
-    int64_t off = 0;
-    Buffer* b = Find(t, &off);
-    if (b == nullptr || b->q == nullptr || off % 32 != 0 || (t.rows * t.cols) % 32 != 0) return false;
-    s->q = b->q + off;
-    s->d = b->d + off / 32;
-    return true;
-  }
-  void Shadowed(const Tensor& t) {
-    int64_t off = 0;
-    if (Buffer* b = Find(t, &off)) {
-      b->valid_begin = off;
-      b->valid_end = off + t.rows * t.cols;
-    }
-  }
-  void Written(const Tensor& t) {
-    int64_t off = 0;
-    if (Buffer* b = Find(t, &off)) b->valid_begin = b->valid_end = 0;
-  }
-  // The int8 shadow of x for a quantized MatMul, quantized here when the producer did not write it.
+  bool ShadowSlot(const Tensor& t, Q8Act* s) { return acts_.ShadowSlot(t, s); }
+  void Shadowed(const Tensor& t) { acts_.Shadowed(t); }
+  void Written(const Tensor& t) { acts_.Written(t); }
+  // The int8 shadow of x for a quantized MatMul, quantized first (a queued op) when the op that wrote x
+  // did not write it.
   bool ShadowOf(const Tensor& x, Q8Act* s) {
-    int64_t off = 0;
-    Buffer* b = Find(x, &off);
-    if (!ShadowSlot(x, s) || b == nullptr) {
-      Fail(Internal("CUDA: a quantized MatMul needs an activation tensor of whole 32-element blocks"));
+    if (!acts_.ShadowSlot(x, s)) {
+      Fail(Internal("CUDA: a quantized MatMul needs an activation tensor of whole 32-element runs"));
       return false;
     }
-    if (off >= b->valid_begin && off + x.rows * x.cols <= b->valid_end) return true;
-    Check(fak::cuda::Quantize(x.data, x.rows * x.cols, const_cast<int8_t*>(s->q), const_cast<float*>(s->d),
-                              stream_),
-          "Quantize");
-    Shadowed(x);
+    if (acts_.ShadowValid(x)) return true;
+    const float* xs = x.data;
+    const int64_t n = x.rows * x.cols;
+    int8_t* q = const_cast<int8_t*>(s->q);
+    float* d = const_cast<float*>(s->d);
+    Queue("Quantize", {U(xs), U(n), U(q), U(d)},
+          [=](cudaStream_t st) { return fak::cuda::Quantize(xs, n, q, d, st); });
+    acts_.Shadowed(x);
     return error_.ok();
-  }
-
-  static void FreeBuffer(Buffer& b) {
-    cudaFree(b.f32);
-    cudaFree(b.q);
-    cudaFree(b.d);
   }
 
   cudaStream_t stream_;
@@ -713,7 +645,7 @@ class CudaBackend final : public Backend {
   std::vector<Embedding> embeddings_;
   int64_t max_embed_cols_ = 0;
   std::vector<RopeSpec> ropes_;
-  std::map<uintptr_t, Buffer> buffers_;
+  Activations acts_;
   std::vector<KvStore> kv_;
   std::vector<States> states_;
   // The current batch.
