@@ -191,6 +191,23 @@ TEST(FakCli, RunBadInputExitsNonZero) {
   EXPECT_EQ(nop.exit_code, 1);
 }
 
+// Number lists are read strictly: junk, overflow, suffixes and signs are errors naming the item, before
+// any model is loaded.
+TEST(FakCli, BenchNumberListsAreStrict) {
+  const std::string model = "../shared/fixtures/llamacpp-tiny/tiny-llama-q8_0.gguf";
+  for (const char* bad : {"-p abc", "-p 99999999999999999999", "-n 1x", "-p -5", "-p 4,,8", "-n ' 3'"}) {
+    RunResult r = RunFak("bench -m " + model + " " + bad + " -r 1");
+    EXPECT_EQ(r.exit_code, 1) << bad << ": " << r.output;
+    EXPECT_NE(r.output.find("is not a whole number"), std::string::npos) << bad << ": " << r.output;
+  }
+  RunResult batch = RunFak("bench batch -m " + model + " -b 1,0");
+  EXPECT_EQ(batch.exit_code, 1) << batch.output;
+  EXPECT_NE(batch.output.find("-b: '0' is not a whole number from 1"), std::string::npos) << batch.output;
+  RunResult ok = RunFak("bench -m " + model + " -p 8,0 -n 0 -r 1 --json");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("\"pp8\""), std::string::npos) << ok.output;
+}
+
 TEST(FakCli, TokenizeAndTemplate) {
   RunResult t = RunFak("tokenize -m ../shared/fixtures/vocab/ggml-vocab-gpt-2.gguf --ids 'Hello world'");
   ASSERT_EQ(t.exit_code, 0) << t.output;

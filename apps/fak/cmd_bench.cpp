@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/fak/commands.h"
+#include "apps/fak/flag_lists.h"
 #include "apps/fak/model_flags.h"
 #include "backends/cpu/kernels.h"  // IsaName, Kernels
 #include "bench/kernel_bench.h"    // RunKernelBench
@@ -21,16 +22,6 @@
 
 namespace fak::cli {
 namespace {
-
-std::vector<int64_t> ParseList(const std::string& s) {
-  std::vector<int64_t> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (!item.empty()) out.push_back(std::stoll(item));
-  }
-  return out;
-}
 
 struct Stats {
   double mean = 0, stddev = 0;
@@ -121,6 +112,12 @@ void RegisterBench(CLI::App& app, Context& ctx) {
       ctx.exit_code = Fail("bench: -r must be at least 1");
       return;
     }
+    auto pps = ParseCountList("-p", pp, 0);
+    auto tgs = ParseCountList("-n", tg, 0);
+    if (!pps.ok() || !tgs.ok()) {
+      ctx.exit_code = Fail("bench: " + (pps.ok() ? tgs : pps).status().message());
+      return;
+    }
     auto loaded = LoadForRun(mf, /*need_tokenizer=*/false);
     if (!loaded.ok()) {
       ctx.exit_code = Fail(loaded.status().ToString());
@@ -128,9 +125,9 @@ void RegisterBench(CLI::App& app, Context& ctx) {
     }
     const Model& m = *loaded->model;
     std::vector<std::pair<std::string, int64_t>> tests;
-    for (int64_t n : ParseList(pp))
+    for (int64_t n : *pps)
       if (n > 0) tests.emplace_back("pp", n);
-    for (int64_t n : ParseList(tg))
+    for (int64_t n : *tgs)
       if (n > 0) tests.emplace_back("tg", n);
     int64_t need = 16;
     for (const auto& t : tests) need = std::max(need, t.second);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/fak/commands.h"
+#include "apps/fak/flag_lists.h"
 #include "apps/fak/model_flags.h"
 #include "core/timer.h"
 #include "engine/runtime.h"
@@ -19,24 +20,6 @@
 
 namespace fak::cli {
 namespace {
-
-// Strict list of positive counts: "1,2,4" (no signs, no junk, no overflow).
-Result<std::vector<int64_t>> ParseCounts(const std::string& flag, const std::string& s) {
-  std::vector<int64_t> out;
-  size_t i = 0;
-  while (i <= s.size()) {
-    size_t j = s.find(',', i);
-    if (j == std::string::npos) j = s.size();
-    const std::string item = s.substr(i, j - i);
-    if (item.empty() || item.size() > 9 || item.find_first_not_of("0123456789") != std::string::npos ||
-        std::stoll(item) <= 0) {
-      return InvalidArgument("{}: '{}' is not a positive whole number (in '{}')", flag, item, s);
-    }
-    out.push_back(std::stoll(item));
-    i = j + 1;
-  }
-  return out;
-}
 
 // Prompt tokens of sequence `seq`: deterministic, distinct per sequence.
 std::vector<int32_t> PromptTokens(int64_t seq, int64_t n, int64_t vocab) {
@@ -136,7 +119,7 @@ void RegisterBenchBatch(CLI::App* bench_cmd, Context& ctx) {
   cmd->add_option("-r,--repetitions", reps, "Timed repetitions per batch size (after one warm-up)");
   cmd->add_flag("--json", as_json, "Print JSON");
   cmd->callback([&ctx]() {
-    auto bs = ParseCounts("-b", b_list);
+    auto bs = ParseCountList("-b", b_list, 1);
     if (!bs.ok()) {
       ctx.exit_code = Fail(bs.status().ToString());
       return;
