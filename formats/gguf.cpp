@@ -1,6 +1,8 @@
 #include "formats/gguf.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/byte_reader.h"
 
@@ -320,6 +322,20 @@ Result<GgufFile> GgufFile::ParseImpl(GgufFile f, std::span<const uint8_t> bytes)
                      data_size);
     }
     t.data = bytes.data() + f.data_offset_ + t.offset;
+  }
+  // Tensors may not overlap: each byte of the data section belongs to at most one tensor (a tensor
+  // retyped to a larger format would otherwise read its neighbour's bytes as its own).
+  std::vector<const GgufTensorInfo*> by_offset;
+  for (const auto& t : f.tensors_) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const auto* a, const auto* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const auto* prev = by_offset[i - 1];
+    if (by_offset[i]->offset < prev->offset + prev->n_bytes) {
+      return Corrupt("{}: tensor '{}' (data [{}, {})) overlaps tensor '{}' (data from {})", f.source_,
+                     prev->name, f.data_offset_ + prev->offset, f.data_offset_ + prev->offset + prev->n_bytes,
+                     by_offset[i]->name, f.data_offset_ + by_offset[i]->offset);
+    }
   }
   return f;
 }

@@ -148,6 +148,21 @@ TEST(GgufMalformed, DuplicateKeysAndTensors) {
   ExpectError(t.bytes, "duplicate tensor name 'w'");
 }
 
+// Each byte of the data section belongs to at most one tensor: "a" (32 f32 = 128 bytes at 0) and "b"
+// at 96 share 32 bytes; touching ranges are fine.
+TEST(GgufMalformed, OverlappingTensorsAreRefused) {
+  GgufBytes t;
+  t.Header(3, 2, 0).TensorInfo("a", {32}, 0, 0).TensorInfo("b", {32}, 0, 96).Align().Zeros(256);
+  ExpectError(t.bytes, "tensor 'a' (data [");
+  ExpectError(t.bytes, "overlaps tensor 'b'");
+  GgufBytes same;
+  same.Header(3, 2, 0).TensorInfo("a", {32}, 0, 0).TensorInfo("b", {8}, 0, 0).Align().Zeros(256);
+  ExpectError(same.bytes, "overlaps tensor");
+  GgufBytes touching;
+  touching.Header(3, 2, 0).TensorInfo("b", {32}, 0, 128).TensorInfo("a", {32}, 0, 0).Align().Zeros(256);
+  EXPECT_TRUE(GgufFile::Parse(touching.bytes, "t.gguf").ok());
+}
+
 TEST(GgufMalformed, TensorInfoErrors) {
   auto one = [](std::vector<uint64_t> shape, uint32_t type, uint64_t offset, size_t data = 256) {
     GgufBytes b;
