@@ -191,6 +191,31 @@ TEST(FakCli, RunBadInputExitsNonZero) {
   EXPECT_EQ(nop.exit_code, 1);
 }
 
+// Strings from a file (keys, values, string arrays, tensor names) reach the terminal and JSON with
+// invalid UTF-8 replaced and control characters escaped; nothing aborts (hardening item 1).
+TEST(FakCli, InspectCopesWithHostileStrings) {
+  using fak::testing::GgufBytes;
+  const std::string bad = std::string("caf\xc3 \xff\xfe ") + "\x1b[31mred";
+  GgufBytes b;
+  b.Header(3, 1, 3).KvStr("general.name", bad).KvStr("key\xff" + std::string("\x1b]0;x"), "v");
+  b.Str("tokenizer.ggml.tokens")
+      .Pod<uint32_t>(9)
+      .Pod<uint32_t>(8)
+      .Pod<uint64_t>(3)
+      .Str(bad)
+      .Str("ok")
+      .Str("\xc0\x80");
+  b.TensorInfo("w\xff" + std::string("\x1b"), {32}, 0, 0).Align().Zeros(128);
+  const fs::path f = TempDir() / "hostile.gguf";
+  WriteBytes(f, b.bytes);
+  for (const char* flags : {"", " --json"}) {
+    RunResult r = RunFak("inspect " + f.string() + flags);
+    EXPECT_EQ(r.exit_code, 0) << flags << r.output;
+    EXPECT_EQ(r.output.find('\x1b'), std::string::npos) << flags << r.output;
+    EXPECT_NE(r.output.find("\xef\xbf\xbd"), std::string::npos) << flags << r.output;  // U+FFFD
+  }
+}
+
 // Number lists are read strictly: junk, overflow, suffixes and signs are errors naming the item, before
 // any model is loaded.
 TEST(FakCli, BenchNumberListsAreStrict) {

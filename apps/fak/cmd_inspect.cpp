@@ -158,6 +158,17 @@ std::string HumanBytes(uint64_t b) {
   return fmt::format("{} B", b);
 }
 
+// File-derived text made safe for a terminal: invalid UTF-8 becomes U+FFFD and control characters
+// are escaped (\n, \u001b, ...), as JSON writes them.
+std::string Term(const std::string& s) {
+  const std::string quoted = json(s).dump(-1, ' ', false, json::error_handler_t::replace);
+  return quoted.substr(1, quoted.size() - 2);
+}
+// Any value as one line of JSON, with the same replacements.
+std::string Term(const json& v) {
+  return v.is_string() ? Term(v.get<std::string>()) : v.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 void PrintText(const json& doc) {
   fmt::print("format: {}\npath: {}\n", doc["format"].get<std::string>(), doc["path"].get<std::string>());
   if (doc.contains("version")) {
@@ -176,27 +187,25 @@ void PrintText(const json& doc) {
   if (doc.contains("model")) {
     fmt::print("\nmodel:\n");
     for (auto it = doc["model"].begin(); it != doc["model"].end(); ++it)
-      fmt::print("  {:<18} {}\n", it.key(), it.value().dump());
+      fmt::print("  {:<18} {}\n", Term(it.key()), Term(it.value()));
   }
   fmt::print("\nmetadata ({} keys):\n", doc["metadata"].size());
   for (auto it = doc["metadata"].begin(); it != doc["metadata"].end(); ++it) {
     const json& val = it.value();
-    std::string v = val.is_string() ? val.get<std::string>() : val.dump();
+    std::string v = Term(val);
     if (val.is_object() && val.contains("length")) {  // a summarised long array
       v = fmt::format("{} of {}: {} ...", val["type"].get<std::string>(), val["length"].get<uint64_t>(),
-                      val["head"].dump());
+                      Term(val["head"]));
     }
     if (v.size() > 100) v = v.substr(0, 97) + "...";
-    for (char& c : v)
-      if (c == '\n') c = ' ';
-    fmt::print("  {:<40} {}\n", it.key(), v);
+    fmt::print("  {:<40} {}\n", Term(it.key()), v);
   }
   fmt::print("\ntensors:\n  {:<48} {:<6} {:<22} {:>12}\n", "name", "type", "shape", "bytes");
   for (const auto& t : doc["tensors"]) {
     std::string shape;
     for (const auto& d : t["shape"])
       shape += (shape.empty() ? "" : " x ") + std::to_string(d.get<uint64_t>());
-    fmt::print("  {:<48} {:<6} {:<22} {:>12}\n", t["name"].get<std::string>(), t["type"].get<std::string>(),
+    fmt::print("  {:<48} {:<6} {:<22} {:>12}\n", Term(t["name"]), Term(t["type"]),
                shape.empty() ? "scalar" : shape, t["bytes"].get<uint64_t>());
   }
   const json& tot = doc["totals"];
