@@ -2,6 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+
 #include <filesystem>
 #include <fstream>
 
@@ -180,6 +186,47 @@ TEST(GgufWriter, FailedProducerLeavesNoFile) {
   EXPECT_NE(s.message().find("source went away"), std::string::npos);
   EXPECT_FALSE(fs::exists(path));
   EXPECT_FALSE(fs::exists(path + ".tmp"));
+}
+
+// The writer never replaces or writes through anything but a regular file (hardening item 4): a FIFO,
+// a directory, a symbolic link (its target stays as it was) or such a thing at OUT.tmp is refused by
+// name, and nothing is created.
+TEST(GgufWriter, RefusesOutputsThatAreNotRegularFiles) {
+  const fs::path dir = fs::temp_directory_path() / ("fak_writer_kinds_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto write = [](const fs::path& p) {
+    GgufWriter wr;
+    EXPECT_TRUE(wr.AddTensor("t", {32}, GgmlType::kF32, [](std::span<uint8_t> out) {
+                    std::fill(out.begin(), out.end(), uint8_t{0});
+                    return Status::Ok();
+                  }).ok());
+    return wr.Write(p.string());
+  };
+  ASSERT_EQ(mkfifo((dir / "fifo").c_str(), 0600), 0);
+  Status s = write(dir / "fifo");
+  EXPECT_NE(s.message().find("it is a FIFO"), std::string::npos) << s.ToString();
+  fs::create_directories(dir / "sub");
+  s = write(dir / "sub");
+  EXPECT_NE(s.message().find("it is a directory"), std::string::npos) << s.ToString();
+  { std::ofstream(dir / "target") << "keep"; }
+  fs::create_symlink(dir / "target", dir / "link");
+  s = write(dir / "link");
+  EXPECT_NE(s.message().find("it is a symbolic link"), std::string::npos) << s.ToString();
+  EXPECT_EQ(fs::file_size(dir / "target"), 4u);
+  fs::create_symlink(dir / "target", dir / "out.gguf.tmp");
+  s = write(dir / "out.gguf");
+  EXPECT_NE(s.message().find("out.gguf.tmp: refusing"), std::string::npos) << s.ToString();
+  EXPECT_EQ(fs::file_size(dir / "target"), 4u);
+  EXPECT_FALSE(fs::exists(dir / "out.gguf"));
+  // A regular file is replaced, and a stale temporary from an interrupted run is no obstacle.
+  fs::remove(dir / "out.gguf.tmp");
+  { std::ofstream(dir / "out.gguf.tmp") << "stale"; }
+  { std::ofstream(dir / "out.gguf") << "old"; }
+  EXPECT_TRUE(write(dir / "out.gguf").ok());
+  EXPECT_GT(fs::file_size(dir / "out.gguf"), 32u);
+  EXPECT_FALSE(fs::exists(dir / "out.gguf.tmp"));
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -1,5 +1,9 @@
 #include "formats/gguf_writer.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -174,10 +178,41 @@ Status GgufWriter::AddTensor(std::string name, std::vector<uint64_t> shape, Ggml
   return Status::Ok();
 }
 
+namespace {
+
+const char* FileKind(mode_t m) {
+  if (S_ISLNK(m)) return "a symbolic link";
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+
+// The output and its temporary may be regular files or absent: a device, FIFO, directory or symbolic
+// link is never replaced or written through.
+Status CheckReplaceable(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return Status::Ok();
+  return InvalidArgument("{}: refusing to write the output there: it is {}", path, FileKind(st.st_mode));
+}
+
+}  // namespace
+
 Status GgufWriter::Write(const std::string& path) {
   const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) return IoError("{}: cannot create: {}", tmp, std::strerror(errno));
+  FAK_RETURN_IF_ERROR(CheckReplaceable(path));
+  FAK_RETURN_IF_ERROR(CheckReplaceable(tmp));
+  std::remove(tmp.c_str());  // a regular file left by an interrupted run
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return IoError("{}: cannot create: {}", tmp, std::strerror(errno));
+  std::FILE* f = fdopen(fd, "wb");
+  if (f == nullptr) {
+    close(fd);
+    std::remove(tmp.c_str());
+    return IoError("{}: cannot create: {}", tmp, std::strerror(errno));
+  }
   FileOut out(f);
   auto fail = [&](Status s) {
     out.Close();
