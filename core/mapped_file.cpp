@@ -7,8 +7,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 namespace fak {
 
@@ -38,19 +36,32 @@ void MappedFile::Reset() {
   size_ = 0;
 }
 
-Result<MappedFile> MappedFile::Open(const std::string& path, MapOptions options) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+Result<int> OpenRegularFile(const std::string& path, struct stat* st) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return IoError("{}: cannot open: {}", path, std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    int err = errno;
+  if (fstat(fd, st) != 0) {
+    const int err = errno;
     ::close(fd);
     return IoError("{}: cannot stat: {}", path, std::strerror(err));
   }
-  if (!S_ISREG(st.st_mode)) {
+  if (!S_ISREG(st->st_mode)) {
     ::close(fd);
-    return IoError("{}: not a regular file", path);
+    const char* kind = S_ISDIR(st->st_mode)    ? "a directory"
+                       : S_ISFIFO(st->st_mode) ? "a FIFO"
+                       : S_ISCHR(st->st_mode)  ? "a character device"
+                       : S_ISBLK(st->st_mode)  ? "a block device"
+                       : S_ISSOCK(st->st_mode) ? "a socket"
+                                               : "not a regular file";
+    return IoError("{}: not a regular file (it is {})", path, kind);
   }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+Result<MappedFile> MappedFile::Open(const std::string& path, MapOptions options) {
+  struct stat st {};
+  FAK_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, &st));
   MappedFile file;
   file.path_ = path;
   file.size_ = static_cast<size_t>(st.st_size);
@@ -73,13 +84,31 @@ Result<MappedFile> MappedFile::Open(const std::string& path, MapOptions options)
   return file;
 }
 
-Result<std::string> ReadFileToString(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return IoError("{}: cannot open: {}", path, std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return IoError("{}: read failed", path);
-  return ss.str();
+Result<std::string> ReadFileToString(const std::string& path, size_t max_bytes) {
+  struct stat st {};
+  FAK_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, &st));
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    return OutOfRange("{}: {} bytes is more than the {} MiB a text input may have", path,
+                      static_cast<uint64_t>(st.st_size), max_bytes >> 20);
+  }
+  std::string out;
+  out.resize(static_cast<size_t>(st.st_size));
+  size_t got = 0;
+  while (got < out.size()) {
+    const ssize_t n = ::read(fd, out.data() + got, out.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return IoError("{}: read failed: {}", path, std::strerror(err));
+    }
+    if (n == 0) break;  // the file shrank while it was read
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  out.resize(got);
+  return out;
 }
 
 }  // namespace fak

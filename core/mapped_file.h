@@ -6,6 +6,8 @@
 #include <span>
 #include <string>
 
+#include <sys/stat.h>
+
 #include "core/status.h"
 
 namespace fak {
@@ -40,7 +42,17 @@ class MappedFile {
   std::string path_;
 };
 
-// Reads a whole (small) file into a string: config.json, tokenizer.json, templates.
-Result<std::string> ReadFileToString(const std::string& path);
+// The most ReadFileToString reads: text inputs (prompts, configs, tokenizers, templates) past it are
+// refused rather than read until memory runs out.
+inline constexpr size_t kMaxTextFileBytes = size_t{256} << 20;
+
+// Reads a whole (small) regular file into a string: config.json, tokenizer.json, templates, prompts.
+// A FIFO, device or directory is an error at once (never a blocking open or an endless read), and so is
+// a file over max_bytes.
+Result<std::string> ReadFileToString(const std::string& path, size_t max_bytes = kMaxTextFileBytes);
+
+// Opens a regular file for reading without ever blocking (a FIFO is refused, not waited on); the
+// caller closes the descriptor. `st` receives its fstat.
+Result<int> OpenRegularFile(const std::string& path, struct stat* st);
 
 }  // namespace fak

@@ -1,9 +1,10 @@
 #include "tokenizer/loader.h"
 
-#include <filesystem>
-#include <fstream>
+#include <unistd.h>
 
-#include "core/mapped_file.h"              // ReadFileToString
+#include <filesystem>
+
+#include "core/mapped_file.h"              // ReadFileToString, OpenRegularFile
 #include "formats/gguf.h"                  // GgufFile
 #include "tokenizer/spec_gguf.h"           // TokenizerSpecFromGguf
 #include "tokenizer/spec_hf.h"             // TokenizerSpecFromHfJson
@@ -13,10 +14,13 @@ namespace fak {
 namespace {
 
 bool HasGgufMagic(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
+  struct stat st {};
+  auto fd = OpenRegularFile(path, &st);  // never waits on a FIFO
+  if (!fd.ok()) return false;
   char magic[4] = {};
-  f.read(magic, 4);
-  return f.gcount() == 4 && std::string_view(magic, 4) == "GGUF";
+  const bool four = ::read(*fd, magic, 4) == 4;
+  ::close(*fd);
+  return four && std::string_view(magic, 4) == "GGUF";
 }
 
 }  // namespace

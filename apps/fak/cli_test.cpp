@@ -1,6 +1,8 @@
 // Runs the real `fak` binary: exit codes and messages for good and malformed files.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -214,6 +216,32 @@ TEST(FakCli, InspectCopesWithHostileStrings) {
     EXPECT_EQ(r.output.find('\x1b'), std::string::npos) << flags << r.output;
     EXPECT_NE(r.output.find("\xef\xbf\xbd"), std::string::npos) << flags << r.output;  // U+FFFD
   }
+}
+
+// A FIFO or a device as a model, tokenizer, prompt or template file is refused at once, naming what it
+// is: never a blocking open, never a read of /dev/zero until memory runs out (hardening item 5).
+TEST(FakCli, FifosAndDevicesAreRefusedAtOnce) {
+  const std::string model = "../shared/fixtures/llamacpp-tiny/tiny-llama-q8_0.gguf";
+  const fs::path fifo = TempDir() / "input.fifo";
+  fs::remove(fifo);
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string f = fifo.string();
+  struct Case {
+    std::string args, needle;
+  };
+  for (const Case& c :
+       std::vector<Case>{{"inspect " + f, "it is a FIFO"},
+                         {"run -m " + f + " -p hi", "it is a FIFO"},
+                         {"run -m " + model + " -f " + f, "it is a FIFO"},
+                         {"run -m " + model + " -f /dev/zero", "it is a character device"},
+                         {"run -m " + model + " --tokenizer " + f + " -p hi", "FIFO"},
+                         {"tokenize -m " + model + " -f /dev/zero", "character device"},
+                         {"template -m ../shared/fixtures/tokenizers/qwen3 -f " + f, "it is a FIFO"}}) {
+    RunResult r = RunFak(c.args);
+    EXPECT_EQ(r.exit_code, 1) << c.args << ": " << r.output;
+    EXPECT_NE(r.output.find(c.needle), std::string::npos) << c.args << ": " << r.output;
+  }
+  fs::remove(fifo);
 }
 
 // Number lists are read strictly: junk, overflow, suffixes and signs are errors naming the item, before

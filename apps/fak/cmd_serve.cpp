@@ -10,6 +10,7 @@
 
 #include "apps/fak/commands.h"
 #include "apps/fak/model_flags.h"
+#include "core/mapped_file.h"  // ReadFileToString
 #include "engine/scheduler.h"
 #include "server/server.h"
 #include "tokenizer/chat_template_loader.h"
@@ -36,11 +37,9 @@ struct ServeFlags {
 
 // The pinned preamble: the file's text as the system message, rendered alone by the template.
 Result<std::vector<int32_t>> PreambleTokens(const std::string& path, const server::ModelInfo& m) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return IoError("--pin-prefix {}: cannot open", path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string text = ss.str();
+  auto read = ReadFileToString(path);
+  if (!read.ok()) return read.status().WithContext("--pin-prefix");
+  const std::string text = std::move(*read);
   std::string rendered = text;
   if (m.chat_template != nullptr) {
     nlohmann::ordered_json messages =
