@@ -84,4 +84,71 @@ Status WriteNpyF32(const std::string& path, const std::vector<int64_t>& shape, c
   return Status::Ok();
 }
 
+namespace {
+
+// The version 1.0 preamble and header of a (rows, cols) f32 array, rows right-aligned in a fixed
+// width so the header can be rewritten in place once the count is known.
+std::string NpyHeader(int64_t rows, int64_t cols) {
+  std::string h =
+      fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({:>20}, {}), }}", rows, cols);
+  while ((10 + h.size() + 1) % 64 != 0) h += ' ';
+  h += '\n';
+  std::string out = {'\x93',
+                     'N',
+                     'U',
+                     'M',
+                     'P',
+                     'Y',
+                     1,
+                     0,
+                     static_cast<char>(h.size() & 0xFF),
+                     static_cast<char>(h.size() >> 8)};
+  return out + h;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<NpyRowWriter>> NpyRowWriter::Create(const std::string& path, int64_t cols) {
+  if (cols <= 0) return InvalidArgument("{}: rows of {} values", path, cols);
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return IoError("{}: cannot create: {}", path, std::strerror(errno));
+  std::unique_ptr<NpyRowWriter> w(new NpyRowWriter(path, f, cols));
+  const std::string h = NpyHeader(0, cols);
+  if (std::fwrite(h.data(), 1, h.size(), f) != h.size())
+    return IoError("{}: write failed: {}", path, std::strerror(errno));
+  return w;
+}
+
+NpyRowWriter::~NpyRowWriter() {
+  if (f_ == nullptr) return;
+  std::fclose(f_);
+  std::remove(path_.c_str());
+}
+
+Status NpyRowWriter::Append(std::span<const float> row) {
+  if (f_ == nullptr) return Internal("{}: written after Finish", path_);
+  if (static_cast<int64_t>(row.size()) != cols_) {
+    return Internal("{}: a row of {} values, the file's rows have {}", path_, row.size(), cols_);
+  }
+  if (std::fwrite(row.data(), 4, row.size(), f_) != row.size()) {
+    return IoError("{}: write failed: {}", path_, std::strerror(errno));
+  }
+  ++rows_;
+  return Status::Ok();
+}
+
+Status NpyRowWriter::Finish() {
+  if (f_ == nullptr) return Internal("{}: finished twice", path_);
+  const std::string h = NpyHeader(rows_, cols_);
+  const bool ok = std::fseek(f_, 0, SEEK_SET) == 0 && std::fwrite(h.data(), 1, h.size(), f_) == h.size();
+  const int err = errno;
+  const bool closed = std::fclose(f_) == 0;
+  f_ = nullptr;
+  if (!ok || !closed) {
+    std::remove(path_.c_str());
+    return IoError("{}: write failed: {}", path_, std::strerror(ok ? errno : err));
+  }
+  return Status::Ok();
+}
+
 }  // namespace fak

@@ -32,7 +32,7 @@ Result<GenerateResult> GenerateFromIds(Session& session, const Tokenizer& tokeni
   t.Reset();
   bool cancelled = false;
   while (!dec.done()) {
-    if (options.collect_logits) r.logits.insert(r.logits.end(), logits.begin(), logits.end());
+    if (options.on_logits) FAK_RETURN_IF_ERROR(options.on_logits(logits));
     FAK_ASSIGN_OR_RETURN(std::string text, dec.Step(logits));
     r.text += text;
     if (options.on_text && !text.empty() && !options.on_text(text)) {

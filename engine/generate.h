@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,9 @@ struct GenerateOptions {
   SamplingParams sampling;
   std::vector<std::string> stop;  // generation ends before any of these strings
   bool ignore_eos = false;
-  bool collect_logits = false;  // keep the logits of every generated position
+  // Receives the logits of every generated position, in order, before its token is chosen (a logits
+  // dump streams them to a file); an error stops generation.
+  std::function<Status(std::span<const float> logits)> on_logits;
   // Receives text as it becomes final; return false to stop early.
   std::function<bool(const std::string& text)> on_text;
 };
@@ -32,7 +35,6 @@ struct GenerateResult {
   int64_t cached_prompt_tokens = 0;  // prompt tokens reused from the session
   double prefill_seconds = 0;
   double decode_seconds = 0;
-  std::vector<float> logits;  // (output_ids.size(), vocab) when collect_logits
 };
 
 // Generates from token ids already in hand. Whatever prefix of them the session already holds is

@@ -191,6 +191,12 @@ TEST(FakCli, RunBadInputExitsNonZero) {
   EXPECT_NE(arch.output.find("'mamba' is not supported"), std::string::npos) << arch.output;
   RunResult nop = RunFak("run -m " + model);
   EXPECT_EQ(nop.exit_code, 1);
+  // The logits file is created before generating (hardening item 6): a bad path fails first.
+  RunResult dump = RunFak("run -m " + model + " -p hi -n 4 --dump-logits /nonexistent-dir/l.npy");
+  EXPECT_EQ(dump.exit_code, 1);
+  EXPECT_NE(dump.output.find("--dump-logits: i/o error: /nonexistent-dir/l.npy: cannot create"),
+            std::string::npos)
+      << dump.output;
 }
 
 // Strings from a file (keys, values, string arrays, tensor names) reach the terminal and JSON with

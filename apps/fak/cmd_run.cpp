@@ -92,8 +92,19 @@ void RegisterRun(CLI::App& app, Context& ctx) {
     go.sampling = sf.p;
     go.stop = stop;
     go.ignore_eos = ignore_eos;
-    go.collect_logits = !dump_logits.empty();
     go.on_text = StreamToStdout;
+    // The logits file is created before generating, so a bad path fails at once, and each position's
+    // row goes straight to disk; an error or a stop before the end leaves no partial file.
+    std::unique_ptr<NpyRowWriter> dump;
+    if (!dump_logits.empty()) {
+      auto w = NpyRowWriter::Create(dump_logits, loaded->model->config.vocab_size);
+      if (!w.ok()) {
+        ctx.exit_code = Fail("--dump-logits: " + w.status().ToString());
+        return;
+      }
+      dump = std::move(*w);
+      go.on_logits = [&dump](std::span<const float> row) { return dump->Append(row); };
+    }
     auto r = GenerateFromIds(**session, *loaded->tokenizer, *ids, go);
     if (!r.ok()) {
       ctx.exit_code = Fail(r.status().ToString());
@@ -106,10 +117,8 @@ void RegisterRun(CLI::App& app, Context& ctx) {
           stderr, "%s\n",
           nlohmann::json({{"prompt_ids", r->prompt_ids}, {"output_ids", r->output_ids}}).dump().c_str());
     }
-    if (!dump_logits.empty()) {
-      const int64_t vocab = loaded->model->config.vocab_size;
-      Status s =
-          WriteNpyF32(dump_logits, {static_cast<int64_t>(r->output_ids.size()), vocab}, r->logits.data());
+    if (dump) {
+      Status s = dump->Finish();
       if (!s.ok()) ctx.exit_code = Fail(s.ToString());
     }
   });
