@@ -1,5 +1,9 @@
 #include "core/thread_pool.h"
 
+#include <system_error>
+
+#include <fmt/format.h>
+
 #include <pthread.h>
 #include <sched.h>
 
@@ -53,7 +57,14 @@ ThreadPool::ThreadPool(int n_threads, bool pin) : n_threads_(n_threads < 1 ? 1 :
     // Workers take CPUs from the end of the allowed set; the caller usually runs on the first.
     const int cpu =
         cpus.empty() ? -1 : cpus[(cpus.size() - static_cast<size_t>(i) % cpus.size()) % cpus.size()];
-    workers_.emplace_back([this, i, cpu] { WorkerLoop(i, cpu); });
+    try {
+      workers_.emplace_back([this, i, cpu] { WorkerLoop(i, cpu); });
+    } catch (const std::system_error& e) {
+      // The system refused another thread: run with those started, and say so (started()).
+      start_error_ = fmt::format("cannot start thread {} of {}: {}", i + 1, n_threads_, e.what());
+      n_threads_ = i;
+      break;
+    }
   }
 }
 

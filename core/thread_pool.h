@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -44,6 +45,8 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
+  // Empty, or why fewer threads than asked for are running (the system refused to start one).
+  const std::string& start_error() const { return start_error_; }
 
   // Runs fn(thread_index, n_threads) once on every thread and returns when all are done.
   void Run(FunctionRef<void(int, int)> fn);
@@ -60,6 +63,7 @@ class ThreadPool {
   void WorkerLoop(int index, int cpu);
 
   int n_threads_;
+  std::string start_error_;
   std::vector<std::thread> workers_;
   const FunctionRef<void(int, int)>* job_ = nullptr;
   std::atomic<uint32_t> generation_{0};

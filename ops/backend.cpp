@@ -1,25 +1,51 @@
 #include "ops/backend.h"
 
-#include "backends/cpu/cpu_backend.h"  // CreateCpuBackend, CpuWeightLayout
+#include <algorithm>
+#include <thread>
+
+#include "backends/cpu/cpu_backend.h"  // CreateCpuBackend, CpuWeightLayout, StartError
+#include "core/log.h"
+#include "core/thread_pool.h"  // DefaultThreadCount
 #ifdef FAK_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"  // CreateCudaBackend
 #endif
 
 namespace fak {
 
+namespace {
+
+// More threads than a few per CPU only adds switching (-t 1000 ran 100x slower than -t 2); beyond that
+// the count is capped, with a warning. A thread the system refuses to start is an error.
+Result<std::unique_ptr<Backend>> CreateCpu(int requested) {
+  const int cpus = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  int threads = requested > 0 ? requested : DefaultThreadCount();
+  if (threads > 4 * cpus) {
+    FAK_LOG_WARN("{} threads asked for, more than 4 per CPU ({} CPUs): using {}", threads, cpus, 4 * cpus);
+    threads = 4 * cpus;
+  }
+  std::unique_ptr<Backend> be = cpu::CreateCpuBackend({.threads = threads});
+  if (be->threads() < threads) {
+    return Busy("backend 'cpu': only {} of {} threads could start ({})", be->threads(), threads,
+                cpu::StartError(*be));
+  }
+  return be;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options) {
-  if (options.name == "cpu") return cpu::CreateCpuBackend({.threads = options.threads});
+  if (options.name == "cpu") return CreateCpu(options.threads);
 #ifdef FAK_HAVE_CUDA
   if (options.name == "cuda") return cuda::CreateCudaBackend();
   if (options.name == "auto") {
     auto gpu = cuda::CreateCudaBackend();
     if (gpu.ok()) return gpu;
-    return cpu::CreateCpuBackend({.threads = options.threads});
+    return CreateCpu(options.threads);
   }
 #else
   if (options.name == "cuda")
     return Unsupported("backend 'cuda': this fak was built without CUDA (no nvcc found)");
-  if (options.name == "auto") return cpu::CreateCpuBackend({.threads = options.threads});
+  if (options.name == "auto") return CreateCpu(options.threads);
 #endif
   return InvalidArgument("unknown backend '{}' (want cpu, cuda or auto)", options.name);
 }

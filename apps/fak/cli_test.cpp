@@ -1,6 +1,8 @@
 // Runs the real `fak` binary: exit codes and messages for good and malformed files.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include <sys/stat.h>
 
 #include <sys/wait.h>
@@ -11,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "formats/gguf_test_util.h"
@@ -262,6 +265,13 @@ TEST(FakCli, BenchNumberListsAreStrict) {
   RunResult batch = RunFak("bench batch -m " + model + " -b 1,0");
   EXPECT_EQ(batch.exit_code, 1) << batch.output;
   EXPECT_NE(batch.output.find("-b: '0' is not a whole number from 1"), std::string::npos) << batch.output;
+  // More threads than 4 per CPU are capped with a warning (hardening item 3: -t 100000 aborted).
+  RunResult many = RunFak("bench -m " + model + " -t 100000 -p 8 -n 0 -r 1 --json");
+  EXPECT_EQ(many.exit_code, 0) << many.output;
+  EXPECT_NE(many.output.find("100000 threads asked for, more than 4 per CPU"), std::string::npos)
+      << many.output;
+  const int cpus = static_cast<int>(std::thread::hardware_concurrency());
+  EXPECT_NE(many.output.find(fmt::format("\"threads\": {}", 4 * cpus)), std::string::npos) << many.output;
   RunResult ok = RunFak("bench -m " + model + " -p 8,0 -n 0 -r 1 --json");
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
   EXPECT_NE(ok.output.find("\"pp8\""), std::string::npos) << ok.output;

@@ -105,6 +105,7 @@ class CpuBackend final : public Backend {
   }
 
   std::string name() const override { return "cpu"; }
+  const std::string& PoolStartError() const { return pool_.start_error(); }
   int threads() const override { return pool_.size(); }
   const WeightLayout& layout() const override { return CpuWeightLayout(); }
 
@@ -420,6 +421,11 @@ class CpuBackend final : public Backend {
 
 std::unique_ptr<Backend> CreateCpuBackend(const CpuBackendOptions& options) {
   return std::make_unique<CpuBackend>(options);
+}
+
+std::string StartError(const Backend& cpu_backend) {
+  const auto* be = dynamic_cast<const CpuBackend*>(&cpu_backend);
+  return be != nullptr ? be->PoolStartError() : std::string();
 }
 
 const WeightLayout& CpuWeightLayout() {

@@ -17,5 +17,7 @@ struct CpuBackendOptions {
 std::unique_ptr<Backend> CreateCpuBackend(const CpuBackendOptions& options = {});
 // The packed row-interleaved layout of backends/cpu/packed.h where the kernels read it faster.
 const WeightLayout& CpuWeightLayout();
+// Why a CPU backend runs fewer threads than it was asked for (the system refused one), or "".
+std::string StartError(const Backend& cpu_backend);
 
 }  // namespace fak::cpu
