@@ -519,8 +519,8 @@ int32_t Tokenizer::eos_id() const { return impl_->spec.eos_id; }
 const TokenizerSpec& Tokenizer::spec() const { return impl_->spec; }
 bool Tokenizer::strips_leading_space() const { return impl_->spec.metaspace && impl_->spec.add_space_prefix; }
 
-Detokenizer::Detokenizer(const Tokenizer& tokenizer, DecodeOptions options)
-    : tokenizer_(&tokenizer), options_(options) {}
+Detokenizer::Detokenizer(const Tokenizer& tokenizer, DecodeOptions options, bool continuation)
+    : tokenizer_(&tokenizer), options_(options), continuation_(continuation), at_start_(!continuation) {}
 
 Status Detokenizer::Push(int32_t id, std::string* out) {
   FAK_ASSIGN_OR_RETURN(std::string piece, tokenizer_->TokenBytes(id, options_));
@@ -540,7 +540,7 @@ Status Detokenizer::Push(int32_t id, std::string* out) {
 void Detokenizer::Flush(std::string* out) {
   *out += SanitizeUtf8(pending_);
   pending_.clear();
-  at_start_ = true;
+  at_start_ = !continuation_;
 }
 
 }  // namespace fak

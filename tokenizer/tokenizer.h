@@ -70,7 +70,10 @@ class Tokenizer {
 // character. Concatenating all outputs (and Flush) equals Tokenizer::Decode of the whole sequence.
 class Detokenizer {
  public:
-  explicit Detokenizer(const Tokenizer& tokenizer, DecodeOptions options = {});
+  // `continuation`: the tokens continue text that came before (a prompt), so the first one is not the
+  // start of the text and keeps its leading space ("import" + "▁types" streams " types"). Without it
+  // they are a whole text, decoded as Tokenizer::Decode decodes it.
+  explicit Detokenizer(const Tokenizer& tokenizer, DecodeOptions options = {}, bool continuation = false);
 
   // Appends the newly complete text after token `id` to *out.
   Status Push(int32_t id, std::string* out);
@@ -81,6 +84,7 @@ class Detokenizer {
   const Tokenizer* tokenizer_;
   DecodeOptions options_;
   std::string pending_;  // bytes of a character still missing its continuation bytes
+  bool continuation_ = false;
   bool at_start_ = true;
 };
 

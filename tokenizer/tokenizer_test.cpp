@@ -140,6 +140,32 @@ TEST(Detokenizer, StreamsWithoutPartialCharacters) {
   }
 }
 
+// Generated tokens continue a prompt: with a SentencePiece vocabulary the first one keeps its leading
+// space (the prompt "import sys\nimport" continues as " types", not "types"); streamed text of prompt +
+// continuation equals the decode of the whole sequence (hardening item 9).
+TEST(Detokenizer, AContinuationKeepsItsLeadingSpace) {
+  int checked = 0;
+  for (const Tokenizer* tok : {&Llama2(), &Qwen3()}) {
+    for (const char* prompt : {"import sys\nimport", "The cat ", "line one\n", "caf"}) {
+      const std::string whole = std::string(prompt) + " types are here";
+      const auto p = Enc(*tok, prompt, false, false);
+      const auto all = Enc(*tok, whole, false, false);
+      // The continuation: whatever the whole text's tokens hold after the prompt's, where they agree.
+      size_t k = 0;
+      while (k < p.size() && k < all.size() && p[k] == all[k]) ++k;
+      if (k != p.size()) continue;  // the prompt's last token merges with what follows
+      Detokenizer d(*tok, {}, /*continuation=*/true);
+      std::string out;
+      for (size_t i = k; i < all.size(); ++i) ASSERT_TRUE(d.Push(all[i], &out).ok());
+      d.Flush(&out);
+      EXPECT_EQ(*tok->Decode(p) + out, *tok->Decode(all)) << prompt;
+      EXPECT_EQ(out.substr(0, 6), " types") << prompt;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 5);  // most prompts end where a token ends, for both vocabularies
+}
+
 TEST(Detokenizer, HoldsBackIncompleteCharacterUntilItCompletes) {
   const Tokenizer& l = Llama2();
   // "🦙" is four byte tokens in Llama 2: nothing may come out before the fourth.
