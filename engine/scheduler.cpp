@@ -5,6 +5,7 @@
 #endif
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 
@@ -232,14 +233,19 @@ void Scheduler::Loop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (active_.empty() && waiting_.empty()) {
+        const auto work = [&] { return stop_ || !inbox_.empty() || clears_asked_ > clears_done_; };
 #ifdef __GLIBC__
         // Going idle: hand the heap's free pages back (glibc keeps them in every thread's arena, so a
-        // burst of requests would otherwise leave the process at its high-water mark).
-        lock.unlock();
-        malloc_trim(0);
-        lock.lock();
+        // burst of requests would otherwise leave the process at its high-water mark), and once more
+        // half a second later, for what the HTTP threads freed after the last request ended.
+        for (int trims = 0; trims < 2 && !work(); ++trims) {
+          lock.unlock();
+          malloc_trim(0);
+          lock.lock();
+          if (trims == 0) cv_.wait_for(lock, std::chrono::milliseconds(500), work);
+        }
 #endif
-        cv_.wait(lock, [&] { return stop_ || !inbox_.empty() || clears_asked_ > clears_done_; });
+        cv_.wait(lock, work);
       }
       if (stop_) break;
       if (clears_asked_ > clears_done_) {

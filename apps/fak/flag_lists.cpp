@@ -10,13 +10,11 @@ Result<std::vector<int64_t>> ParseCountList(const std::string& flag, const std::
     if (j == std::string::npos) j = list.size();
     const std::string item = list.substr(i, j - i);
     int64_t v = 0;
-    bool ok = !item.empty() && item.size() <= 10;
-    for (char c : item) {
-      if (c < '0' || c > '9') {
-        ok = false;
-        break;
-      }
-      v = v * 10 + (c - '0');
+    bool ok = !item.empty() && item.size() <= 10;  // 10 digits cannot overflow
+    for (size_t k = 0; ok && k < item.size(); ++k) {
+      const char c = item[k];
+      ok = c >= '0' && c <= '9';
+      if (ok) v = v * 10 + (c - '0');
     }
     if (!ok || v < min || v > kMax) {
       return InvalidArgument("{}: '{}' is not a whole number from {} to {} (in '{}')", flag, item, min, kMax,
