@@ -1,9 +1,8 @@
 #include "backends/cuda/activations.h"
 
 namespace fak::cuda {
-namespace {
 
-Result<void*> Allocate(size_t bytes, const char* what) {
+Result<void*> DeviceAlloc(size_t bytes, const char* what) {
   void* p = nullptr;
   const cudaError_t e = cudaMalloc(&p, bytes == 0 ? 1 : bytes);
   if (e == cudaSuccess) return p;
@@ -13,8 +12,6 @@ Result<void*> Allocate(size_t bytes, const char* what) {
   return Busy("CUDA: cannot allocate {:.1f} MiB for {} ({}; {:.1f} MiB free of {:.1f} MiB)",
               bytes / 1048576.0, what, cudaGetErrorString(e), free_b / 1048576.0, total_b / 1048576.0);
 }
-
-}  // namespace
 
 Activations::~Activations() {
   for (auto& [address, b] : buffers_) Release(b);
@@ -31,11 +28,11 @@ Result<Tensor> Activations::Alloc(int64_t rows, int64_t cols, cudaStream_t strea
   Buffer b;
   b.elems = rows * cols;
   const auto n = static_cast<size_t>(b.elems);
-  FAK_ASSIGN_OR_RETURN(void* f, Allocate(n * 4, "an activation tensor"));
+  FAK_ASSIGN_OR_RETURN(void* f, DeviceAlloc(n * 4, "an activation tensor"));
   b.f32 = static_cast<float*>(f);
   if (b.elems % 32 == 0) {
-    auto q = Allocate(n, "an activation's int8 shadow");
-    auto d = q.ok() ? Allocate(n / 32 * 4, "an activation's scales") : Result<void*>(q.status());
+    auto q = DeviceAlloc(n, "an activation's int8 shadow");
+    auto d = q.ok() ? DeviceAlloc(n / 32 * 4, "an activation's scales") : Result<void*>(q.status());
     if (!q.ok() || !d.ok()) {
       if (q.ok()) cudaFree(*q);
       cudaFree(f);

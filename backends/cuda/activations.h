@@ -16,6 +16,10 @@
 
 namespace fak::cuda {
 
+// cudaMalloc with an error that says what the memory was for, how much was asked for and how much is
+// free.
+Result<void*> DeviceAlloc(size_t bytes, const char* what);
+
 class Activations {
  public:
   Activations() = default;

@@ -36,18 +36,6 @@ Status CudaStatus(cudaError_t e, const char* what) {
   return Internal("CUDA: {}: {}", what, ErrorText(e));
 }
 
-// Device memory with an error that says how much was asked for and how much is free.
-Result<void*> DeviceAlloc(size_t bytes, const char* what) {
-  void* p = nullptr;
-  const cudaError_t e = cudaMalloc(&p, bytes == 0 ? 1 : bytes);
-  if (e == cudaSuccess) return p;
-  cudaGetLastError();
-  size_t free_b = 0, total_b = 0;
-  cudaMemGetInfo(&free_b, &total_b);
-  return Busy("CUDA: cannot allocate {:.1f} MiB for {} ({}; {:.1f} MiB free of {:.1f} MiB)",
-              bytes / 1048576.0, what, ErrorText(e), free_b / 1048576.0, total_b / 1048576.0);
-}
-
 class GgufRows final : public WeightLayout {
  public:
   bool Repacks(GgmlType, int64_t) const override { return false; }
