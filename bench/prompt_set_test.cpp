@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -54,7 +56,8 @@ TEST(PromptSet, FitGivesExactlyCtxTokensStartingWithThePrompt) {
 }
 
 TEST(PromptSet, BadLinesAreNamed) {
-  const auto path = std::filesystem::temp_directory_path() / "fak_prompt_set_test-v9.jsonl";
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("fak_prompt_set_test_" + std::to_string(getpid()) + "-v9.jsonl");
   std::ofstream(path) << "{\"id\":\"a\",\"text\":\"hello\"}\n{\"id\":\"b\"}\n";
   auto s = LoadPromptSet(path.string());
   ASSERT_FALSE(s.ok());

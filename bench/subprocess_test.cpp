@@ -13,7 +13,8 @@ namespace fak::bench {
 namespace {
 
 std::string Script(const std::string& name, const std::string& body) {
-  const auto p = std::filesystem::temp_directory_path() / ("fak_subprocess_test_" + name + ".sh");
+  const auto p = std::filesystem::temp_directory_path() /
+                 ("fak_subprocess_test_" + std::to_string(getpid()) + "_" + name + ".sh");
   std::ofstream(p) << "#!/bin/sh\n" << body << "\n";
   std::filesystem::permissions(p, std::filesystem::perms::owner_all);
   return p.string();

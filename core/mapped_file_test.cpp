@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,7 +12,9 @@ namespace fak {
 namespace {
 
 std::string TempPath(const char* name) {
-  return (std::filesystem::temp_directory_path() / (std::string("fak_core_") + name)).string();
+  return (std::filesystem::temp_directory_path() /
+          (std::string("fak_core_") + std::to_string(getpid()) + "_" + name))
+      .string();
 }
 
 TEST(MappedFile, MapsContents) {

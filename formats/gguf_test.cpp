@@ -132,7 +132,8 @@ TEST(Gguf, VersionTwoAndCustomAlignment) {
 }
 
 TEST(GgufWriter, RoundTripsMetadataAndTensors) {
-  const std::string path = (fs::temp_directory_path() / "fak_writer_roundtrip.gguf").string();
+  const std::string path =
+      (fs::temp_directory_path() / ("fak_writer_roundtrip_" + std::to_string(getpid()) + ".gguf")).string();
   std::vector<float> w(64 * 3);
   for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i) * 0.5f;
   std::vector<uint8_t> q8(34 * 2 * 3, 7);
@@ -175,7 +176,8 @@ TEST(GgufWriter, RoundTripsMetadataAndTensors) {
 }
 
 TEST(GgufWriter, FailedProducerLeavesNoFile) {
-  const std::string path = (fs::temp_directory_path() / "fak_writer_fail.gguf").string();
+  const std::string path =
+      (fs::temp_directory_path() / ("fak_writer_fail_" + std::to_string(getpid()) + ".gguf")).string();
   fs::remove(path);
   GgufWriter wr;
   ASSERT_TRUE(wr.AddTensor("t", {32}, GgmlType::kF32, [](std::span<uint8_t>) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -146,7 +148,7 @@ TEST(SafetensorsMalformed, TruncationAtEveryByteFails) {
 }
 
 TEST(SafetensorsCheckpoint, SingleFileAndShards) {
-  const fs::path dir = fs::temp_directory_path() / "fak_st_ckpt";
+  const fs::path dir = fs::temp_directory_path() / ("fak_st_ckpt_" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   WriteFile(dir / "model-00001-of-00002.safetensors",
