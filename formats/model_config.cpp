@@ -1,5 +1,7 @@
 #include "formats/model_config.h"
 
+#include <cmath>
+
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -103,6 +105,19 @@ Status ModelConfig::Validate() const {
   }
   if (!layer_is_linear.empty() && static_cast<int64_t>(layer_is_linear.size()) != n_layer) {
     return Corrupt("model config: {} layer types for {} layers", layer_is_linear.size(), n_layer);
+  }
+  // Scalars that would otherwise run silently to non-finite activations (token 0 forever).
+  auto finite_positive = [](const char* field, double v) -> Status {
+    if (!std::isfinite(v) || v <= 0)
+      return Corrupt("model config: {} = {} must be a finite number above 0", field, v);
+    return Status::Ok();
+  };
+  FAK_RETURN_IF_ERROR(finite_positive("rms_norm_eps", norm_eps));
+  FAK_RETURN_IF_ERROR(finite_positive("rope_theta", rope.theta));
+  FAK_RETURN_IF_ERROR(finite_positive("rope scaling factor", rope.factor));
+  FAK_RETURN_IF_ERROR(finite_positive("rope attention factor", rope.attn_factor));
+  if (!(rope.partial_rotary_factor > 0 && rope.partial_rotary_factor <= 1)) {
+    return Corrupt("model config: partial_rotary_factor = {} must be in (0, 1]", rope.partial_rotary_factor);
   }
   if (n_layer > 4096 || d_model > (1 << 20) || n_head > 4096 || vocab_size > (1 << 24)) {
     return Corrupt("model config: implausible size (n_layer {}, d_model {}, n_head {}, vocab {})", n_layer,

@@ -103,6 +103,15 @@ TEST(ModelConfig, BadInputNamesTheField) {
                    "num_attention_heads": 4, "vocab_size": 100, "rope_scaling": {"rope_type": "ntk-magic"}})")
           .find("ntk-magic"),
       std::string::npos);
+  // Scalars that would run to non-finite activations are refused by name (hardening item 7).
+  const std::string base = R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
+      "intermediate_size": 128, "num_attention_heads": 4, "vocab_size": 100, )";
+  EXPECT_NE(
+      err(base + R"("rms_norm_eps": -1e-6})").find("rms_norm_eps = -1e-06 must be a finite number above 0"),
+      std::string::npos);
+  EXPECT_NE(err(base + R"("rope_theta": 0})").find("rope_theta = 0 must be"), std::string::npos);
+  EXPECT_NE(err(base + R"("rope_theta": -10000})").find("rope_theta"), std::string::npos);
+  EXPECT_EQ(err(base + R"("rope_theta": 500000})"), "");
 }
 
 TEST(ModelConfig, FromGgufMetadata) {
