@@ -32,6 +32,9 @@ RequestDecoder::RequestDecoder(const Tokenizer& tokenizer, std::vector<int64_t> 
       detok_(tokenizer, {}, /*continuation=*/!prompt.empty()),  // the prompt's text comes before
       history_(std::move(prompt)) {
   if (limits_.max_tokens <= 0) stop_reason_ = "length";
+  if (limits_.grammar && limits_.grammar_trigger.empty()) {
+    matcher_ = std::make_unique<grammar::Matcher>(limits_.grammar);
+  }
 }
 
 Status RequestDecoder::Validate(const SamplingParams& sampling, const DecodeLimits& limits) {
@@ -57,7 +60,11 @@ std::string RequestDecoder::EndAtContext() { return done() ? std::string() : Fin
 
 Result<std::string> RequestDecoder::Step(std::span<float> logits) {
   if (done()) return Internal("decoder step after the request ended");
+  if (matcher_) matcher_->Apply(logits);
   const int32_t tok = sampler_.Sample(logits, history_, step_++);
+  if (matcher_ && !matcher_->Accept(tok)) {
+    return Internal("the grammar allows no token here (every token was masked)");
+  }
   const bool eos =
       !limits_.ignore_eos &&
       (tok == tokenizer_.eos_id() || std::find(eos_ids_.begin(), eos_ids_.end(), tok) != eos_ids_.end());
@@ -67,6 +74,18 @@ Result<std::string> RequestDecoder::Step(std::span<float> logits) {
   std::string piece;
   if (tok < tokenizer_.vocab_size()) FAK_RETURN_IF_ERROR(detok_.Push(tok, &piece));
   pending_ += piece;
+  if (limits_.grammar && !matcher_) {
+    // Waiting for the trigger: once it appears, the grammar takes the text after it.
+    scanned_ += piece;
+    const size_t at = scanned_.find(limits_.grammar_trigger);
+    if (at != std::string::npos) {
+      matcher_ = std::make_unique<grammar::Matcher>(limits_.grammar);
+      if (!matcher_->AcceptBytes(std::string_view(scanned_).substr(at + limits_.grammar_trigger.size()))) {
+        matcher_.reset();  // the token ran past the trigger into text the grammar refuses: stay free
+        limits_.grammar.reset();
+      }
+    }
+  }
   // A stop string ends the text before it.
   size_t cut = std::string::npos;
   for (const auto& s : limits_.stop) cut = std::min(cut, pending_.find(s));
@@ -79,7 +98,11 @@ Result<std::string> RequestDecoder::Step(std::span<float> logits) {
   std::string out = pending_.substr(0, pending_.size() - hold);
   pending_.erase(0, pending_.size() - hold);
   next_ = tok;
-  if (static_cast<int64_t>(output_.size()) >= limits_.max_tokens) out += Finish("length");
+  if (matcher_ && matcher_->Accepting() && !matcher_->CanContinue()) {
+    out += Finish("grammar");
+  } else if (static_cast<int64_t>(output_.size()) >= limits_.max_tokens) {
+    out += Finish("length");
+  }
   return out;
 }
 

@@ -5,12 +5,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
 #include "engine/sampler.h"
+#include "grammar/matcher.h"
 #include "tokenizer/tokenizer.h"
 
 namespace fak {
@@ -19,6 +21,11 @@ struct DecodeLimits {
   int64_t max_tokens = 128;
   std::vector<std::string> stop;  // generation ends before any of these strings
   bool ignore_eos = false;
+  // Constrained decoding: only tokens the grammar allows are sampled, and the request ends ("grammar")
+  // when the grammar is complete and nothing may follow. With a trigger, output is free until the
+  // trigger text appears, and the grammar constrains what follows it (a tool call inside free text).
+  std::shared_ptr<grammar::Automaton> grammar;
+  std::string grammar_trigger;
 };
 
 class RequestDecoder {
@@ -37,7 +44,8 @@ class RequestDecoder {
 
   bool done() const { return !stop_reason_.empty(); }
   int32_t next_token() const { return next_; }
-  const std::string& stop_reason() const { return stop_reason_; }  // "eos", "stop", "length", "context"
+  // "eos", "stop", "length", "context", "grammar" (the grammar is complete)
+  const std::string& stop_reason() const { return stop_reason_; }
   const std::vector<int32_t>& output_ids() const { return output_; }
 
  private:
@@ -52,6 +60,8 @@ class RequestDecoder {
   std::vector<int32_t> output_;
   std::string pending_;  // decoded but not yet final (may begin a stop string)
   std::string stop_reason_;
+  std::unique_ptr<grammar::Matcher> matcher_;  // null: unconstrained, or the trigger has not appeared
+  std::string scanned_;                        // output text while waiting for the trigger
   int32_t next_ = -1;
   uint64_t step_ = 0;
 };

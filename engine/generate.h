@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "core/status.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
+#include "grammar/matcher.h"
 #include "tokenizer/tokenizer.h"
 
 namespace fak {
@@ -20,6 +22,7 @@ struct GenerateOptions {
   SamplingParams sampling;
   std::vector<std::string> stop;  // generation ends before any of these strings
   bool ignore_eos = false;
+  std::shared_ptr<grammar::Automaton> grammar;  // constrained decoding (null: free)
   // Receives the logits of every generated position, in order, before its token is chosen (a logits
   // dump streams them to a file); an error stops generation.
   std::function<Status(std::span<const float> logits)> on_logits;

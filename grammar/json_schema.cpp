@@ -125,7 +125,7 @@ std::string Compiler::Prim(const std::string& which) {
   if (!prims_.insert(which).second) return name;
   const std::string ws = Prim("ws");
   if (which == "ws") {
-    text_ += name + " ::= ([ \\t\\n] [ \\t]{0,20})?\n";
+    text_ += name + " ::= (\" \" | \"\\n\" [ ]{0,16})?\n";  // none, a space, or a newline and indent
   } else if (which == "char") {
     // Any character but a quote, a backslash or a control; escapes (no lone surrogates).
     text_ += name +

@@ -228,6 +228,13 @@ void Matcher::Apply(std::span<float> logits) {
   for (size_t i = n; i < logits.size(); ++i) logits[i] = ninf;
 }
 
+bool Matcher::AcceptBytes(std::string_view bytes) {
+  const int32_t s = a_->Advance(state_, bytes);
+  if (s < 0) return false;
+  state_ = s;
+  return true;
+}
+
 bool Matcher::Accept(int32_t token) {
   const TokenTrie& t = a_->trie();
   if (token < 0 || token >= t.vocab_size()) return false;

@@ -104,6 +104,8 @@ class Matcher {
   void Apply(std::span<float> logits);
   // Moves past a chosen token; false when the grammar refuses it (the state is unchanged).
   bool Accept(int32_t token);
+  // Moves past text; false when the grammar refuses it (the state is unchanged).
+  bool AcceptBytes(std::string_view bytes);
   bool Accepting() const { return a_->Accepting(state_); }
   bool CanContinue() const { return a_->CanContinue(state_); }
   const Automaton& automaton() const { return *a_; }

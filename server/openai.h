@@ -11,6 +11,8 @@
 
 #include "core/status.h"
 #include "engine/scheduler.h"
+#include "grammar/vocab.h"
+#include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/chat_template_loader.h"
 #include "tokenizer/tokenizer.h"
@@ -24,6 +26,8 @@ struct ModelInfo {
   const ChatTemplate* chat_template = nullptr;  // null: the model has none (chat is refused)
   ModelChatTemplate template_meta;
   int64_t context = 0;
+  grammar::GrammarCache* grammars = nullptr;  // null: constrained output is refused
+  ToolFormat tool_format = ToolFormat::kHermes;
 };
 
 enum class Endpoint { kChat, kCompletions };
@@ -38,6 +42,9 @@ struct ApiRequest {
   int top_logprobs = 0;
   bool return_token_ids = false;  // extension: each choice also lists its tokens' ids ("token_ids")
   std::string prompt_text;        // the rendered prompt (chat) or the prompt as given
+  // Tool calls: parsed out of the reply when tools are offered and tool_choice is not "none".
+  bool parse_tool_calls = false;
+  std::vector<std::string> tool_names;
 };
 
 // An error an API client sees: HTTP status, OpenAI error type, the field it concerns, and a message.

@@ -76,6 +76,15 @@ struct Call {
   bool any_token = false;
   Metrics* metrics = nullptr;
   const Tokenizer* tokenizer = nullptr;
+  std::unique_ptr<ToolCallParser> tool_parser;  // null: no tools offered
+
+  // The client's share of new text: all of it, or what cannot begin a tool call.
+  std::string Content(const std::string& text) { return tool_parser ? tool_parser->Push(text) : text; }
+  // At the end: the held-back text and the tool calls.
+  std::string EndContent(std::vector<ToolCall>* calls) {
+    calls->clear();
+    return tool_parser ? tool_parser->Finish(calls) : std::string();
+  }
 
   // Latency metrics for the tokens of one delta.
   void Observe(const std::vector<TokenOut>& ts) {
@@ -127,6 +136,18 @@ struct Call {
 };
 
 std::string SseEvent(const nlohmann::json& j) { return "data: " + Dump(j) + "\n\n"; }
+
+nlohmann::json ToolCallsJson(const std::vector<ToolCall>& calls, bool stream) {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    nlohmann::json c = {{"id", calls[i].id},
+                        {"type", "function"},
+                        {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (stream) c["index"] = i;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -300,6 +321,9 @@ void Server::Routes() {
     call->token_ids = api.return_token_ids;
     call->metrics = &metrics_;
     call->tokenizer = model_.tokenizer;
+    if (api.parse_tool_calls) {
+      call->tool_parser = std::make_unique<ToolCallParser>(model_.tool_format, api.tool_names);
+    }
 
     if (!api.stream) {
       RequestDelta d;
@@ -318,8 +342,16 @@ void Server::Routes() {
       metrics_.ObserveDuration(
           std::chrono::duration<double>(Clock::now() - call->handle->submitted()).count());
       nlohmann::json out = call->Envelope(false);
-      out["choices"] =
-          nlohmann::json::array({call->Choice(call->text, call->tokens, false, d.finish_reason)});
+      std::vector<ToolCall> calls;
+      std::string content = call->Content(call->text);
+      content += call->EndContent(&calls);
+      nlohmann::json choice =
+          call->Choice(content, call->tokens, false, calls.empty() ? d.finish_reason : "tool_calls");
+      if (!calls.empty()) {
+        choice["message"]["tool_calls"] = ToolCallsJson(calls, false);
+        if (content.empty()) choice["message"]["content"] = nullptr;
+      }
+      out["choices"] = nlohmann::json::array({choice});
       out["usage"] = UsageJson(d.usage);
       SendJson(res, 200, out);
       return;
@@ -351,9 +383,10 @@ void Server::Routes() {
           while (true) {
             RequestDelta d = call->handle->Take(std::chrono::milliseconds(50));
             call->Observe(d.tokens);
-            if (!d.text.empty() || !d.tokens.empty()) {
+            const std::string content = call->Content(d.text);
+            if (!content.empty() || !d.tokens.empty()) {
               nlohmann::json chunk = call->Envelope(true);
-              chunk["choices"] = nlohmann::json::array({call->Choice(d.text, d.tokens, true, "")});
+              chunk["choices"] = nlohmann::json::array({call->Choice(content, d.tokens, true, "")});
               for (const auto& t : d.tokens) {
                 auto b = call->tokenizer->TokenBytes(t.id);
                 call->text_offset += b.ok() ? static_cast<int64_t>(b->size()) : 0;
@@ -371,8 +404,26 @@ void Server::Routes() {
                                        d.usage.completion_tokens);
               call->metrics->ObserveDuration(
                   std::chrono::duration<double>(Clock::now() - call->handle->submitted()).count());
+              std::vector<ToolCall> calls;
+              const std::string rest = call->EndContent(&calls);
+              if (!rest.empty()) {
+                nlohmann::json chunk = call->Envelope(true);
+                chunk["choices"] = nlohmann::json::array({call->Choice(rest, {}, true, "")});
+                if (!write(chunk)) return gone();
+              }
+              const nlohmann::json tc = ToolCallsJson(calls, true);
+              for (const auto& one : tc) {
+                nlohmann::json chunk = call->Envelope(true);
+                nlohmann::json c = {{"index", 0},
+                                    {"delta", {{"tool_calls", nlohmann::json::array({one})}}},
+                                    {"logprobs", nullptr},
+                                    {"finish_reason", nullptr}};
+                chunk["choices"] = nlohmann::json::array({c});
+                if (!write(chunk)) return gone();
+              }
               nlohmann::json last = call->Envelope(true);
-              last["choices"] = nlohmann::json::array({call->Choice("", {}, true, d.finish_reason)});
+              last["choices"] = nlohmann::json::array(
+                  {call->Choice("", {}, true, calls.empty() ? d.finish_reason : "tool_calls")});
               if (!write(last)) return gone();
               if (call->include_usage) {
                 nlohmann::json u = call->Envelope(true);

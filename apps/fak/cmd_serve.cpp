@@ -123,9 +123,15 @@ int Serve(const ModelFlags& mf, const ServeFlags& sf) {
     tmpl = std::make_unique<ChatTemplate>(std::move(*t));
     info.template_meta = *mt;
     info.chat_template = tmpl.get();
+    info.tool_format = server::DetectToolFormat(mt->source);
   } else {
     std::fprintf(stderr, "fak serve: %s; /v1/chat/completions is off\n", mt.status().ToString().c_str());
   }
+
+  // Constrained output (response_format, tool calls): the vocabulary's byte trie, and grammars compiled
+  // once per distinct schema.
+  grammar::GrammarCache grammars(grammar::BuildTokenTrie(*loaded->tokenizer, c.eos_token_ids));
+  info.grammars = &grammars;
 
   SchedulerOptions schedo;
   schedo.max_active = sf.parallel;
