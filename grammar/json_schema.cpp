@@ -420,7 +420,11 @@ Result<std::string> Compiler::String(const Json& s, const std::string& ptr) {
     if (!it->is_string()) return Bad(ptr + "/format", "'format' must be a string");
     if (lengths || s.contains("pattern")) return Bad(ptr, "'format' together with lengths or 'pattern' is not supported");
     const std::string f = it->get<std::string>();
-    const std::string date = "[0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01])";
+    // Real calendar dates (February to the 28th: the year is not known while the day is written).
+    const std::string date =
+        "[1-9] [0-9]{3} \"-\" ((\"0\" [13578] | \"1\" [02]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01]) | "
+        "(\"0\" [469] | \"11\") \"-\" (\"0\" [1-9] | [12] [0-9] | \"30\") | \"02-\" (\"0\" [1-9] | \"1\" [0-9] | "
+        "\"2\" [0-8]))";
     const std::string time =
         "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? (\"Z\" | [+-] ([01] [0-9] | "
         "\"2\" [0-3]) \":\" [0-5] [0-9])";

@@ -123,6 +123,9 @@ TEST(JsonSchema, StringsLengthsFormatsAndPatterns) {
   EXPECT_TRUE(Accepts(*date, R"("2026-12-03T10:39:51Z")"));
   EXPECT_TRUE(Accepts(*date, R"("2026-01-31T23:59:59.123+01:00")"));
   EXPECT_FALSE(Accepts(*date, R"("2026-13-03T10:39:51Z")"));
+  EXPECT_FALSE(Accepts(*date, R"("2026-02-30T10:39:51Z")"));
+  EXPECT_FALSE(Accepts(*date, R"("2026-04-31T10:39:51Z")"));
+  EXPECT_FALSE(Accepts(*date, R"("0000-01-01T10:39:51Z")"));
   auto pat = FromSchema(R"({"type": "string", "pattern": "^[a-z]{3}-\\d+(\\.[0-9]{2})?$"})");
   for (const char* ok : {R"("abc-1")", R"("xyz-2024.05")"}) EXPECT_TRUE(Accepts(*pat, ok)) << ok;
   for (const char* bad : {R"("ab-1")", R"("abc-")", R"("abc-1.5")", R"(" abc-1")"}) {

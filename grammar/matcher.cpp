@@ -1,6 +1,7 @@
 #include "grammar/matcher.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -163,6 +164,13 @@ bool Automaton::CanContinue(int32_t state) {
   return std::any_of(f.begin(), f.end(), [](bool b) { return b; });
 }
 
+Automaton::Stats Automaton::stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stats s = stats_;
+  s.states = static_cast<int64_t>(states_.size());
+  return s;
+}
+
 int64_t Automaton::state_count() {
   std::lock_guard<std::mutex> lock(mu_);
   return static_cast<int64_t>(states_.size());
@@ -199,9 +207,15 @@ void Automaton::WalkMask(int32_t state, TokenMask* mask) {
 
 std::shared_ptr<const TokenMask> Automaton::Mask(int32_t state) {
   std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.masks_served;
   if (auto it = masks_.find(state); it != masks_.end()) return it->second;
   auto m = std::make_shared<TokenMask>();
+  const auto t0 = std::chrono::steady_clock::now();
   WalkMask(state, m.get());
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ++stats_.masks_computed;
+  stats_.walk_seconds += dt;
+  stats_.max_walk_seconds = std::max(stats_.max_walk_seconds, dt);
   const auto bytes = static_cast<int64_t>(m->size() * sizeof(uint64_t));
   if (mask_bytes_ + bytes > kMaskCacheBytes) {
     masks_.clear();

@@ -70,6 +70,15 @@ class Automaton {
   const TokenTrie& trie() const { return *trie_; }
   int64_t state_count();
 
+  struct Stats {
+    int64_t states = 0;
+    int64_t masks_computed = 0;  // trie walks (cache misses)
+    int64_t masks_served = 0;    // Mask calls
+    double walk_seconds = 0;     // all walks together
+    double max_walk_seconds = 0;
+  };
+  Stats stats();
+
  private:
   struct State {
     std::vector<std::vector<int32_t>> stacks;  // sorted; tops are byte-set elements (or empty: done)
@@ -90,6 +99,7 @@ class Automaton {
   std::unordered_map<std::string, int32_t> index_;
   std::unordered_map<int32_t, std::shared_ptr<const TokenMask>> masks_;
   int64_t mask_bytes_ = 0;
+  Stats stats_;
   std::vector<int32_t> walk_;  // per depth: the state during a trie walk
   int32_t start_ = -1;
 };

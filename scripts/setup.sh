@@ -28,8 +28,9 @@ if [ ! -f build/build.ninja ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
 fi
 ninja -C build -j "$jobs"
-# The official openai client, for the server's client test (a test oracle only: fak needs no Python).
-if [ ! -x build/venv/bin/python ] || ! build/venv/bin/python -c "import openai" 2>/dev/null; then
-  python3 -m venv build/venv
-  build/venv/bin/pip install -q --disable-pip-version-check "openai>=1.50,<3"
+# The official openai client and a JSON-schema validator, for the server's client tests (test oracles
+# only: fak needs no Python).
+if [ ! -x build/venv/bin/python ] || ! build/venv/bin/python -c "import openai, jsonschema" 2>/dev/null; then
+  [ -x build/venv/bin/python ] || python3 -m venv build/venv
+  build/venv/bin/pip install -q --disable-pip-version-check "openai>=1.50,<3" "jsonschema>=4.18,<5"
 fi

@@ -173,6 +173,9 @@ bool ParseMessages(const Json& body, Json* messages, size_t* leading_system, Api
     } else {
       out["content"] = nullptr;
     }
+    // An assistant turn that only calls tools: templates test and search its content as text
+    // (Qwen3's looks for "</think>" in it), so it is the empty string rather than null.
+    if (role == "assistant" && out["content"].is_null() && m.contains("tool_calls")) out["content"] = "";
     if (still_leading && (role == "system" || role == "developer")) {
       *leading_system = i + 1;
     } else {

@@ -73,6 +73,7 @@ Result<double> TimeOne(Session& s, const std::string& kind, int64_t n, int64_t v
 void RegisterBenchCompare(CLI::App* bench_cmd, Context& ctx);  // cmd_compare.cpp
 void RegisterBenchBatch(CLI::App* bench_cmd, Context& ctx);    // cmd_bench_batch.cpp
 void RegisterBenchFleet(CLI::App* bench_cmd, Context& ctx);    // cmd_bench_fleet.cpp
+void RegisterBenchGrammar(CLI::App* bench_cmd, Context& ctx);  // cmd_bench_grammar.cpp
 
 void RegisterBench(CLI::App& app, Context& ctx) {
   auto* cmd =
@@ -101,6 +102,7 @@ void RegisterBench(CLI::App& app, Context& ctx) {
   RegisterBenchCompare(cmd, ctx);
   RegisterBenchBatch(cmd, ctx);
   RegisterBenchFleet(cmd, ctx);
+  RegisterBenchGrammar(cmd, ctx);
 
   cmd->callback([cmd, &ctx]() {
     if (!cmd->get_subcommands().empty()) return;  // kernels, batch, compare, validate, report

@@ -12,6 +12,8 @@
 #include "core/npy.h"
 #include "engine/generate.h"
 #include "engine/session.h"
+#include "grammar/json_schema.h"
+#include "grammar/vocab.h"
 #include "tokenizer/chat_template.h"
 
 namespace fak::cli {
@@ -37,11 +39,39 @@ void PrintTimings(const GenerateResult& r) {
 
 }  // namespace
 
+Result<std::shared_ptr<grammar::Automaton>> GrammarFromFlags(const std::string& schema_file,
+                                                             const std::string& grammar_file,
+                                                             const LoadedModel& loaded) {
+  if (schema_file.empty() && grammar_file.empty()) return std::shared_ptr<grammar::Automaton>();
+  if (!schema_file.empty() && !grammar_file.empty()) {
+    return InvalidArgument("give --json-schema or --grammar, not both");
+  }
+  std::string text;
+  if (!schema_file.empty()) {
+    FAK_ASSIGN_OR_RETURN(std::string raw, ReadFileToString(schema_file));
+    nlohmann::ordered_json schema;
+    try {
+      schema = nlohmann::ordered_json::parse(raw);
+    } catch (const nlohmann::json::exception& e) {
+      return InvalidArgument("--json-schema {}: not JSON: {}", schema_file, e.what());
+    }
+    auto g = grammar::JsonSchemaToGrammar(schema);
+    if (!g.ok()) return g.status().WithContext("--json-schema " + schema_file);
+    text = *g;
+  } else {
+    FAK_ASSIGN_OR_RETURN(text, ReadFileToString(grammar_file));
+  }
+  auto g = grammar::Grammar::Parse(text);
+  if (!g.ok()) return g.status().WithContext(schema_file.empty() ? "--grammar " + grammar_file : "--json-schema");
+  auto trie = grammar::BuildTokenTrie(*loaded.tokenizer, loaded.model->config.eos_token_ids);
+  return std::make_shared<grammar::Automaton>(std::make_shared<const grammar::Grammar>(std::move(*g)), trie);
+}
+
 void RegisterRun(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("run", "Generate text from a prompt");
   static ModelFlags mf;
   static SamplingFlags sf;
-  static std::string prompt, prompt_file, dump_logits;
+  static std::string prompt, prompt_file, dump_logits, schema_file, grammar_file;
   static int64_t n_predict = 128;
   static std::vector<std::string> stop;
   static bool no_special = false, print_ids = false, ignore_eos = false;
@@ -56,6 +86,9 @@ void RegisterRun(CLI::App& app, Context& ctx) {
   cmd->add_flag("--no-special", no_special, "Add no BOS and do not parse special tokens in the prompt");
   cmd->add_flag("--ignore-eos", ignore_eos, "Keep generating past end-of-sequence");
   cmd->add_flag("--print-ids", print_ids, "Print the prompt and generated token ids as JSON on stderr");
+  cmd->add_option("--json-schema", schema_file,
+                  "Constrain the output to JSON valid against this JSON schema file (docs/grammar.md)");
+  cmd->add_option("--grammar", grammar_file, "Constrain the output to this grammar file (docs/grammar.md)");
   cmd->callback([&ctx]() {
     if (!prompt_file.empty()) {
       auto text = ReadFileToString(prompt_file);
@@ -93,6 +126,12 @@ void RegisterRun(CLI::App& app, Context& ctx) {
     go.stop = stop;
     go.ignore_eos = ignore_eos;
     go.on_text = StreamToStdout;
+    auto constraint = GrammarFromFlags(schema_file, grammar_file, *loaded);
+    if (!constraint.ok()) {
+      ctx.exit_code = Fail(constraint.status().ToString());
+      return;
+    }
+    go.grammar = *constraint;
     // The logits file is created before generating, so a bad path fails at once, and each position's
     // row goes straight to disk; an error or a stop before the end leaves no partial file.
     std::unique_ptr<NpyRowWriter> dump;

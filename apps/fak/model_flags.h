@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "grammar/matcher.h"
 #include "engine/model.h"
 #include "engine/runtime.h"
 #include "engine/sampler.h"
@@ -48,6 +49,12 @@ Status CreateRuntime(const ModelFlags& flags, LoadedModel& loaded, int64_t min_c
 // CreateRuntime, then one session over it.
 Result<std::unique_ptr<Session>> CreateSession(const ModelFlags& flags, LoadedModel& loaded,
                                                int64_t min_context = 0);
+
+// --json-schema FILE / --grammar FILE as an automaton over the loaded model's vocabulary (null when
+// neither is given). Defined in cmd_run.cpp.
+Result<std::shared_ptr<grammar::Automaton>> GrammarFromFlags(const std::string& schema_file,
+                                                             const std::string& grammar_file,
+                                                             const LoadedModel& loaded);
 
 struct SamplingFlags {
   SamplingParams p;
