@@ -80,7 +80,8 @@ Result<std::string> RequestDecoder::Step(std::span<float> logits) {
     const size_t at = scanned_.find(limits_.grammar_trigger);
     if (at != std::string::npos) {
       matcher_ = std::make_unique<grammar::Matcher>(limits_.grammar);
-      if (!matcher_->AcceptBytes(std::string_view(scanned_).substr(at + limits_.grammar_trigger.size()))) {
+      const std::string after = scanned_.substr(at + limits_.grammar_trigger.size());
+      if (!matcher_->AcceptBytes(after)) {
         matcher_.reset();  // the token ran past the trigger into text the grammar refuses: stay free
         limits_.grammar.reset();
       }

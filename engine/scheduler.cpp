@@ -138,7 +138,8 @@ namespace {
 int64_t PagesFor(int64_t tokens, int64_t page) { return (tokens + page - 1) / page; }
 
 std::string FinishReason(const std::string& decoder_reason) {
-  return decoder_reason == "eos" || decoder_reason == "stop" || decoder_reason == "grammar" ? "stop" : "length";
+  return decoder_reason == "eos" || decoder_reason == "stop" || decoder_reason == "grammar" ? "stop"
+                                                                                            : "length";
 }
 
 }  // namespace

@@ -182,8 +182,8 @@ class Builder {
   // `x` repeated min..max times (max < 0: unbounded), as a sequence.
   Result<Seq> Repeat(const Seq& x, int64_t min, int64_t max, const std::string& base) {
     if (min > kMaxRepeat || max > kMaxRepeat) {
-      return InvalidArgument("{}", 
-          fmt::format("line {}: a repetition bound above {} is not supported", line_, kMaxRepeat));
+      return InvalidArgument(
+          "{}", fmt::format("line {}: a repetition bound above {} is not supported", line_, kMaxRepeat));
     }
     Seq atom = x;
     if (x.size() != 1) {
@@ -214,8 +214,8 @@ class Builder {
   Result<Grammar> Finish(std::string_view root) {
     for (size_t r = 0; r < rules_.size(); ++r) {
       if (!defined_[r]) {
-        return InvalidArgument("{}", fmt::format("line {}: rule '{}' is used but never defined",
-                                                   first_use_line_[r], names_[r]));
+        return InvalidArgument(
+            "{}", fmt::format("line {}: rule '{}' is used but never defined", first_use_line_[r], names_[r]));
       }
     }
     auto it = by_name_.find(std::string(root));
@@ -239,8 +239,8 @@ class Builder {
       g.rules_.push_back(std::move(rule));
     }
     if (total > kMaxElements) {
-      return InvalidArgument("{}", 
-          fmt::format("the grammar has {} elements; at most {} are supported", total, kMaxElements));
+      return InvalidArgument(
+          "{}", fmt::format("the grammar has {} elements; at most {} are supported", total, kMaxElements));
     }
     return g;
   }
@@ -288,8 +288,10 @@ class Builder {
           auto from = std::find(path.begin(), path.end(), s);
           for (auto p = from; p != path.end(); ++p) cycle += names_[static_cast<size_t>(*p)] + " -> ";
           cycle += names_[static_cast<size_t>(s)];
-          return InvalidArgument("{}", fmt::format(
-              "left recursion ({}): a rule may not begin with itself; rewrite it right-recursively", cycle));
+          return InvalidArgument(
+              "{}", fmt::format(
+                        "left recursion ({}): a rule may not begin with itself; rewrite it right-recursively",
+                        cycle));
         }
         if (mark[static_cast<size_t>(s)] == 0) FAK_RETURN_IF_ERROR(visit(s));
       }
@@ -428,7 +430,8 @@ class Parser {
         }
         if (pos_ >= s_.size() || s_[pos_] != '}') return Error("expected '}' to close a repetition");
         ++pos_;
-        if (max >= 0 && max < min) return Error(fmt::format("repetition {{{},{}}} has max below min", min, max));
+        if (max >= 0 && max < min)
+          return Error(fmt::format("repetition {{{},{}}} has max below min", min, max));
       }
       if (min == 1 && max == 1) {
         seq.insert(seq.end(), atom->begin(), atom->end());
@@ -541,8 +544,15 @@ class Parser {
         case 'r': return 0x0Du;
         case 't': return 0x09u;
         case '0': return 0x00u;
-        case '\\': case '"': case '\'': case '[': case ']': case '-': case '^': case '/': case '.':
-          return static_cast<uint32_t>(e);
+        case '\\':
+        case '"':
+        case '\'':
+        case '[':
+        case ']':
+        case '-':
+        case '^':
+        case '/':
+        case '.': return static_cast<uint32_t>(e);
         case 'x': return Hex(2);
         case 'u': return Hex(4);
         case 'U': return Hex(8);
@@ -566,7 +576,10 @@ class Parser {
     for (int i = 0; i < digits; ++i) {
       if (pos_ >= s_.size()) return Error("a short hex escape");
       const char h = s_[pos_++];
-      int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+      int d = h >= '0' && h <= '9'   ? h - '0'
+              : h >= 'a' && h <= 'f' ? h - 'a' + 10
+              : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                     : -1;
       if (d < 0) return Error("a bad hex digit in an escape");
       v = v * 16 + static_cast<uint32_t>(d);
     }

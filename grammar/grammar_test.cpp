@@ -26,7 +26,8 @@ std::shared_ptr<Automaton> Compile(const std::string& text, std::shared_ptr<cons
   auto g = Grammar::Parse(text);
   EXPECT_TRUE(g.ok()) << g.status().ToString() << "\n" << text;
   if (!g.ok()) return nullptr;
-  return std::make_shared<Automaton>(std::make_shared<const Grammar>(std::move(*g)), trie ? trie : ByteTrie());
+  return std::make_shared<Automaton>(std::make_shared<const Grammar>(std::move(*g)),
+                                     trie ? trie : ByteTrie());
 }
 
 bool Matches(Automaton& a, std::string_view text) {
@@ -65,7 +66,9 @@ name ::= [A-Z] [a-z]{1,5}
 )");
   EXPECT_TRUE(Matches(*a, "hello, Bob"));
   EXPECT_TRUE(Matches(*a, "hi, Alice!"));
-  EXPECT_FALSE(Matches(*a, "hi, Al"  "icexyz"));
+  EXPECT_FALSE(Matches(*a,
+                       "hi, Al"
+                       "icexyz"));
   EXPECT_FALSE(Matches(*a, "hi, bob"));
   EXPECT_FALSE(Matches(*a, "hey, Bob"));
   EXPECT_EQ(a->Advance(a->start(), "hx"), -1);
@@ -112,7 +115,8 @@ void ExpectMasksExact(Automaton& a, const std::vector<std::string>& walks) {
       } else if (!t.piece(id).empty()) {
         want = a.Advance(s, t.piece(id)) >= 0;
       }
-      ASSERT_EQ(MaskAllows(*mask, id), want) << "after '" << w << "' token " << id << " '" << t.piece(id) << "'";
+      ASSERT_EQ(MaskAllows(*mask, id), want)
+          << "after '" << w << "' token " << id << " '" << t.piece(id) << "'";
       allowed += want;
     }
     EXPECT_GT(allowed, 0) << w;
@@ -129,8 +133,9 @@ TEST(Grammar, MasksEqualBruteForceOnASmallVocabulary) {
     for (int k = 0; k < len; ++k) p += alphabet[rng() % alphabet.size()];
     extra.push_back(p);
   }
-  auto a = Compile("root ::= \"{\" (pair (\", \" pair)*)? \"}\"\npair ::= \"\\\"\" [ab]* \"\\\"\" \":\" [01]+\n",
-                   ByteTrie(extra));
+  auto a =
+      Compile("root ::= \"{\" (pair (\", \" pair)*)? \"}\"\npair ::= \"\\\"\" [ab]* \"\\\"\" \":\" [01]+\n",
+              ByteTrie(extra));
   ExpectMasksExact(*a, {"", "{", "{\"", "{\"ab", "{\"ab\":", "{\"ab\":1", "{\"ab\":1, \"b\":0}"});
 }
 

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <optional>
-#include <tuple>
 #include <map>
+#include <optional>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -36,21 +36,24 @@ std::string DigitRange(const std::string& lo, const std::string& hi) {
   auto tail = [rest](std::string_view head) {
     return rest == 0 ? std::string(head) : fmt::format("{} [0-9]{{{}}}", head, rest);
   };
-  if (lo[0] == hi[0]) return fmt::format("{} ({})", Lit(lo.substr(0, 1)), DigitRange(lo.substr(1), hi.substr(1)));
+  if (lo[0] == hi[0])
+    return fmt::format("{} ({})", Lit(lo.substr(0, 1)), DigitRange(lo.substr(1), hi.substr(1)));
   const bool lo_zeros = lo.find_first_not_of('0', 1) == std::string::npos;
   const bool hi_nines = hi.find_first_not_of('9', 1) == std::string::npos;
   if (lo_zeros && hi_nines) return tail(fmt::format("[{}-{}]", lo[0], hi[0]));
   std::vector<std::string> alts;
   char first = lo[0];
   if (!lo_zeros) {
-    alts.push_back(fmt::format("{} ({})", Lit(lo.substr(0, 1)), DigitRange(lo.substr(1), std::string(rest, '9'))));
+    alts.push_back(
+        fmt::format("{} ({})", Lit(lo.substr(0, 1)), DigitRange(lo.substr(1), std::string(rest, '9'))));
     ++first;
   }
   char last = hi[0];
   if (!hi_nines) --last;
   if (first <= last) alts.push_back(tail(fmt::format("[{}-{}]", first, last)));
   if (!hi_nines) {
-    alts.push_back(fmt::format("{} ({})", Lit(hi.substr(0, 1)), DigitRange(std::string(rest, '0'), hi.substr(1))));
+    alts.push_back(
+        fmt::format("{} ({})", Lit(hi.substr(0, 1)), DigitRange(std::string(rest, '0'), hi.substr(1))));
   }
   std::string out;
   for (size_t i = 0; i < alts.size(); ++i) out += (i ? " | " : "") + alts[i];
@@ -136,8 +139,8 @@ std::string Compiler::Prim(const std::string& which) {
   } else if (which == "integer") {
     text_ += fmt::format("{} ::= \"-\"? (\"0\" | [1-9] [0-9]{{0,{}}})\n", name, kMaxDigits - 1);
   } else if (which == "number") {
-    text_ += fmt::format("{} ::= {} (\".\" [0-9]{{1,{}}})? ([eE] [-+]? [0-9]{{1,3}})?\n", name, Prim("integer"),
-                         kMaxDigits);
+    text_ += fmt::format("{} ::= {} (\".\" [0-9]{{1,{}}})? ([eE] [-+]? [0-9]{{1,3}})?\n", name,
+                         Prim("integer"), kMaxDigits);
   } else if (which == "value") {
     text_ += fmt::format("{} ::= {} | {} | {} | {} | \"true\" | \"false\" | \"null\"\n", name, Prim("object"),
                          Prim("array"), Prim("string"), Prim("number"));
@@ -170,9 +173,10 @@ Result<std::string> Compiler::Value(const Json& s, const std::string& ptr) {
   if (s.contains("$ref")) {
     if (s.size() > 1) {
       for (auto it = s.begin(); it != s.end(); ++it) {
-        static const std::set<std::string> kBeside = {"$ref", "title", "description", "default", "examples",
-                                                      "$comment", "$defs", "definitions"};
-        if (!kBeside.count(it.key())) return Bad(ptr, fmt::format("'$ref' beside '{}' is not supported", it.key()));
+        static const std::set<std::string> kBeside = {"$ref",     "title",    "description", "default",
+                                                      "examples", "$comment", "$defs",       "definitions"};
+        if (!kBeside.count(it.key()))
+          return Bad(ptr, fmt::format("'$ref' beside '{}' is not supported", it.key()));
       }
     }
     if (!s["$ref"].is_string()) return Bad(ptr + "/$ref", "'$ref' must be a string");
@@ -181,7 +185,8 @@ Result<std::string> Compiler::Value(const Json& s, const std::string& ptr) {
   for (const char* k : {"anyOf", "oneOf", "allOf"}) {
     if (!s.contains(k)) continue;
     const Json& list = s[k];
-    if (!list.is_array() || list.empty()) return Bad(ptr + "/" + k, fmt::format("'{}' must be a non-empty array", k));
+    if (!list.is_array() || list.empty())
+      return Bad(ptr + "/" + k, fmt::format("'{}' must be a non-empty array", k));
     for (const char* other : {"type", "properties", "items", "enum", "const", "anyOf", "oneOf", "allOf"}) {
       if (std::string(other) != k && s.contains(other)) {
         return Bad(ptr, fmt::format("'{}' together with '{}' is not supported", k, other));
@@ -203,7 +208,8 @@ Result<std::string> Compiler::Value(const Json& s, const std::string& ptr) {
     Json values = Json::array();
     if (s.contains("const")) values.push_back(s["const"]);
     if (s.contains("enum")) {
-      if (!s["enum"].is_array() || s["enum"].empty()) return Bad(ptr + "/enum", "'enum' must be a non-empty array");
+      if (!s["enum"].is_array() || s["enum"].empty())
+        return Bad(ptr + "/enum", "'enum' must be a non-empty array");
       for (const auto& v : s["enum"]) {
         if (!s.contains("const") || v == s["const"]) values.push_back(v);
       }
@@ -266,7 +272,8 @@ Result<std::string> Compiler::Ref(const std::string& ref, const std::string& ptr
     if (ref.rfind(base, 0) == 0) path = ref.substr(1);
   }
   if (path.empty() && ref != "#") {
-    return Bad(ptr, fmt::format("'$ref' '{}' is not supported (only #, #/$defs/... and #/definitions/...)", ref));
+    return Bad(ptr,
+               fmt::format("'$ref' '{}' is not supported (only #, #/$defs/... and #/definitions/...)", ref));
   }
   const Json* target = &root_;
   if (!path.empty()) {
@@ -341,9 +348,13 @@ Result<std::string> Compiler::Object(const Json& s, const std::string& ptr) {
   for (size_t i = n; i-- > 0;) {
     const bool req = required.count(props[i].first) > 0;
     const std::string with_rest = fmt::format("\",\" {} {}{}", ws, kv[i], ref(rest[i + 1]));
-    rest[i] = Define("rest", req ? with_rest : fmt::format("({}){}", with_rest, rest[i + 1].empty() ? " | \"\"" : " | " + rest[i + 1]));
+    rest[i] = Define("rest", req ? with_rest
+                                 : fmt::format("({}){}", with_rest,
+                                               rest[i + 1].empty() ? " | \"\"" : " | " + rest[i + 1]));
     const std::string with_first = kv[i] + ref(rest[i + 1]);
-    first[i] = Define("first", req ? with_first : fmt::format("({}) | {}", with_first, first[i + 1].empty() ? "\"\"" : first[i + 1]));
+    first[i] = Define(
+        "first", req ? with_first
+                     : fmt::format("({}) | {}", with_first, first[i + 1].empty() ? "\"\"" : first[i + 1]));
   }
   return Define("object", fmt::format("\"{{\" {} {} \"}}\"", ws, first[0]));
 }
@@ -383,14 +394,16 @@ Result<std::string> Compiler::Array(const Json& s, const std::string& ptr) {
   // Item i's schema: the prefix's, then `item`. Positions 0..min-1 are required.
   const int64_t np = static_cast<int64_t>(prefix.size());
   if (!more) max = max < 0 ? np : std::min(max, np);
-  if (max >= 0 && min > max) return Bad(ptr, "'minItems' exceeds what 'prefixItems' with 'items': false allows");
+  if (max >= 0 && min > max)
+    return Bad(ptr, "'minItems' exceeds what 'prefixItems' with 'items': false allows");
   auto schema_at = [&](int64_t i) { return i < np ? prefix[static_cast<size_t>(i)] : item; };
   // tail(i): what may follow once i items are written (each begins with a comma).
   std::string tail;  // empty: nothing more
   const int64_t explicit_end = max < 0 ? std::max(min, np) : max;
   if (max < 0) tail = Define("more", fmt::format("(\",\" {} {} {})*", ws, item, ws));
   for (int64_t i = explicit_end; i-- > 1;) {
-    const std::string one = fmt::format("\",\" {} {} {}{}", ws, schema_at(i), ws, tail.empty() ? "" : " " + tail);
+    const std::string one =
+        fmt::format("\",\" {} {} {}{}", ws, schema_at(i), ws, tail.empty() ? "" : " " + tail);
     tail = Define("items", i < min ? one : fmt::format("({}) | \"\"", one));
   }
   std::string body;
@@ -418,15 +431,18 @@ Result<std::string> Compiler::String(const Json& s, const std::string& ptr) {
   const bool lengths = min > 0 || max >= 0;
   if (auto it = s.find("format"); it != s.end()) {
     if (!it->is_string()) return Bad(ptr + "/format", "'format' must be a string");
-    if (lengths || s.contains("pattern")) return Bad(ptr, "'format' together with lengths or 'pattern' is not supported");
+    if (lengths || s.contains("pattern"))
+      return Bad(ptr, "'format' together with lengths or 'pattern' is not supported");
     const std::string f = it->get<std::string>();
     // Real calendar dates (February to the 28th: the year is not known while the day is written).
     const std::string date =
         "[1-9] [0-9]{3} \"-\" ((\"0\" [13578] | \"1\" [02]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01]) | "
-        "(\"0\" [469] | \"11\") \"-\" (\"0\" [1-9] | [12] [0-9] | \"30\") | \"02-\" (\"0\" [1-9] | \"1\" [0-9] | "
+        "(\"0\" [469] | \"11\") \"-\" (\"0\" [1-9] | [12] [0-9] | \"30\") | \"02-\" (\"0\" [1-9] | \"1\" "
+        "[0-9] | "
         "\"2\" [0-8]))";
     const std::string time =
-        "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? (\"Z\" | [+-] ([01] [0-9] | "
+        "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? (\"Z\" | [+-] "
+        "([01] [0-9] | "
         "\"2\" [0-3]) \":\" [0-5] [0-9])";
     std::string body;
     if (f == "date") {
@@ -438,7 +454,8 @@ Result<std::string> Compiler::String(const Json& s, const std::string& ptr) {
     } else if (f == "uuid") {
       body = "[0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{12}";
     } else {
-      return Bad(ptr + "/format", fmt::format("the format '{}' is not supported (date, time, date-time, uuid)", f));
+      return Bad(ptr + "/format",
+                 fmt::format("the format '{}' is not supported (date, time, date-time, uuid)", f));
     }
     return Define("format", "\"\\\"\" " + body + " \"\\\"\"");
   }
@@ -471,7 +488,8 @@ Status Compiler::Bounds(const Json& s, const std::string& ptr, bool integer, std
   };
   FAK_RETURN_IF_ERROR(num("minimum", lo));
   FAK_RETURN_IF_ERROR(num("maximum", hi));
-  for (const auto& [k, bound, ex] : {std::tuple{"exclusiveMinimum", lo, lo_ex}, std::tuple{"exclusiveMaximum", hi, hi_ex}}) {
+  for (const auto& [k, bound, ex] :
+       {std::tuple{"exclusiveMinimum", lo, lo_ex}, std::tuple{"exclusiveMaximum", hi, hi_ex}}) {
     auto it = s.find(k);
     if (it == s.end()) continue;
     if (it->is_boolean()) {  // draft 4: a flag on minimum/maximum
@@ -643,7 +661,8 @@ class RegexLowering {
       ranges = std::move(comp);
     }
     auto has = [&](uint32_t c) {
-      return std::any_of(ranges.begin(), ranges.end(), [c](const auto& r) { return r.first <= c && c <= r.second; });
+      return std::any_of(ranges.begin(), ranges.end(),
+                         [c](const auto& r) { return r.first <= c && c <= r.second; });
     };
     std::vector<std::string> alts;
     std::string cls;
@@ -678,7 +697,8 @@ class RegexLowering {
     const int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
     if (len == 0 || pos_ + static_cast<size_t>(len) > re_.size()) return Fail("invalid UTF-8");
     uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
-    for (int i = 1; i < len; ++i) cp = (cp << 6) | (static_cast<unsigned char>(re_[pos_ + static_cast<size_t>(i)]) & 0x3F);
+    for (int i = 1; i < len; ++i)
+      cp = (cp << 6) | (static_cast<unsigned char>(re_[pos_ + static_cast<size_t>(i)]) & 0x3F);
     pos_ += static_cast<size_t>(len);
     return cp;
   }
@@ -763,7 +783,8 @@ class RegexLowering {
             bool neg = false;
             auto r = Escape(&neg);
             if (!r.ok()) return r.status();
-            if (neg || r->size() != 1 || (*r)[0].first != (*r)[0].second) return Fail("a class as a range end");
+            if (neg || r->size() != 1 || (*r)[0].first != (*r)[0].second)
+              return Fail("a class as a range end");
             b = (*r)[0].first;
           } else {
             auto cp = CodePoint();
@@ -782,15 +803,18 @@ class RegexLowering {
     }
     if (c == '\\') {
       ++pos_;
-      if (pos_ < re_.size() && re_[pos_] >= '1' && re_[pos_] <= '9') return Fail("backreferences are not supported");
-      if (pos_ < re_.size() && (re_[pos_] == 'b' || re_[pos_] == 'B')) return Fail("word boundaries are not supported");
+      if (pos_ < re_.size() && re_[pos_] >= '1' && re_[pos_] <= '9')
+        return Fail("backreferences are not supported");
+      if (pos_ < re_.size() && (re_[pos_] == 'b' || re_[pos_] == 'B'))
+        return Fail("word boundaries are not supported");
       bool negate = false;
       auto r = Escape(&negate);
       if (!r.ok()) return r.status();
       return Chars(*r, negate);
     }
     if (c == '^' || c == '$') return Fail("anchors inside the pattern are not supported");
-    if (c == '*' || c == '+' || c == '?' || c == '{') return Fail(fmt::format("'{}' with nothing to repeat", c));
+    if (c == '*' || c == '+' || c == '?' || c == '{')
+      return Fail(fmt::format("'{}' with nothing to repeat", c));
     auto cp = CodePoint();
     if (!cp.ok()) return cp.status();
     return Chars({{*cp, *cp}}, false);

@@ -27,6 +27,7 @@ std::string JsonObjectGrammar();
 
 // The grammar's rule definitions for one JSON value matching `schema`, named `name`, for embedding in
 // a larger grammar (tool calls): `rules` gains the definitions, `name` is the rule to reference.
-Status AppendJsonSchemaRules(const nlohmann::ordered_json& schema, const std::string& name, std::string* rules);
+Status AppendJsonSchemaRules(const nlohmann::ordered_json& schema, const std::string& name,
+                             std::string* rules);
 
 }  // namespace fak::grammar

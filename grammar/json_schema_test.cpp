@@ -49,21 +49,22 @@ TEST(JsonSchema, ObjectsWithRequiredAndOptionalProperties) {
                          R"({"a":0,"b":"","c":false})", " {\n  \"b\": \"é\"\n}"}) {
     EXPECT_TRUE(Accepts(*a, ok)) << ok;
   }
-  for (const char* bad : {R"({})", R"({"a": 1})", R"({"b": "", "a": 1})", R"({"b": 1})", R"({"b": "", "d": 1})",
-                          R"({"a": 01, "b": ""})", R"({"b": "\q"})", R"({"b": "", })", "{\"b\": \"\x01\"}",
-                          R"({"b": "\ud800"})"}) {
+  for (const char* bad : {R"({})", R"({"a": 1})", R"({"b": "", "a": 1})", R"({"b": 1})",
+                          R"({"b": "", "d": 1})", R"({"a": 01, "b": ""})", R"({"b": "\q"})", R"({"b": "", })",
+                          "{\"b\": \"\x01\"}", R"({"b": "\ud800"})"}) {
     EXPECT_FALSE(Accepts(*a, bad)) << bad;
   }
 }
 
 TEST(JsonSchema, IntegerRangesExactly) {
-  const std::pair<int64_t, int64_t> bounds[] = {{-123, 4567}, {0, 0}, {7, 7}, {10, 99}, {-1000, -10},
-                                                {5, 1005}, {-9, 9}, {199, 2000}};
+  const std::pair<int64_t, int64_t> bounds[] = {{-123, 4567}, {0, 0},    {7, 7},  {10, 99},
+                                                {-1000, -10}, {5, 1005}, {-9, 9}, {199, 2000}};
   for (auto [lo, hi] : bounds) {
     auto a = FromSchema(fmt::format(R"({{"type": "integer", "minimum": {}, "maximum": {}}})", lo, hi));
     ASSERT_TRUE(a);
     for (int64_t v = -2100; v <= 6000; ++v) {
-      ASSERT_EQ(Accepts(*a, std::to_string(v)), v >= lo && v <= hi) << v << " in [" << lo << ", " << hi << "]";
+      ASSERT_EQ(Accepts(*a, std::to_string(v)), v >= lo && v <= hi)
+          << v << " in [" << lo << ", " << hi << "]";
     }
     EXPECT_FALSE(Accepts(*a, "-0"));
     EXPECT_FALSE(Accepts(*a, "007"));
@@ -78,15 +79,18 @@ TEST(JsonSchema, IntegerRangesExactly) {
 TEST(JsonSchema, NumbersWithBounds) {
   auto a = FromSchema(R"({"type": "number", "minimum": -2, "exclusiveMaximum": 3})");
   ASSERT_TRUE(a);
-  for (const char* ok : {"-2", "-2.0", "-1.999", "0", "0.5", "2.999999", "-0.5", "1"}) EXPECT_TRUE(Accepts(*a, ok)) << ok;
-  for (const char* bad : {"-2.01", "3", "3.0", "3.1", "-3", "10", "1e2", ".5"}) EXPECT_FALSE(Accepts(*a, bad)) << bad;
+  for (const char* ok : {"-2", "-2.0", "-1.999", "0", "0.5", "2.999999", "-0.5", "1"})
+    EXPECT_TRUE(Accepts(*a, ok)) << ok;
+  for (const char* bad : {"-2.01", "3", "3.0", "3.1", "-3", "10", "1e2", ".5"})
+    EXPECT_FALSE(Accepts(*a, bad)) << bad;
   auto pos = FromSchema(R"({"type": "number", "exclusiveMinimum": 0})");
   for (const char* ok : {"0.001", "1", "12.5"}) EXPECT_TRUE(Accepts(*pos, ok)) << ok;
   for (const char* bad : {"0", "0.0", "-1", "-0.5"}) EXPECT_FALSE(Accepts(*pos, bad)) << bad;
   auto free_number = FromSchema(R"({"type": "number"})");
   for (const char* ok : {"0", "-1.5e10", "3.25E-3", "42"}) EXPECT_TRUE(Accepts(*free_number, ok)) << ok;
   for (const char* bad : {"+1", "1.", "01", "1e", "NaN"}) EXPECT_FALSE(Accepts(*free_number, bad)) << bad;
-  EXPECT_NE(Refusal(R"({"type": "number", "minimum": 0.5})").find("non-integer 'minimum'"), std::string::npos);
+  EXPECT_NE(Refusal(R"({"type": "number", "minimum": 0.5})").find("non-integer 'minimum'"),
+            std::string::npos);
 }
 
 TEST(JsonSchema, ArraysEnumsAndAlternatives) {
@@ -158,13 +162,16 @@ TEST(JsonSchema, UnsupportedFeaturesAreNamed) {
             std::string::npos);
   EXPECT_NE(Refusal(R"({"type": "string", "format": "email"})").find("format 'email' is not supported"),
             std::string::npos);
-  EXPECT_NE(Refusal(R"({"allOf": [{"type": "string"}, {"maxLength": 2}]})").find("'allOf' with more than one"),
-            std::string::npos);
+  EXPECT_NE(
+      Refusal(R"({"allOf": [{"type": "string"}, {"maxLength": 2}]})").find("'allOf' with more than one"),
+      std::string::npos);
   EXPECT_NE(Refusal(R"({"type": "string", "pattern": "(a)\\1"})").find("backreferences"), std::string::npos);
-  EXPECT_NE(Refusal(R"({"type": "object", "properties": {"x": {"type": "strin"}}})").find("'#/properties/x/type'"),
-            std::string::npos);
+  EXPECT_NE(
+      Refusal(R"({"type": "object", "properties": {"x": {"type": "strin"}}})").find("'#/properties/x/type'"),
+      std::string::npos);
   EXPECT_NE(Refusal(R"({"$ref": "https://example.com/s.json"})").find("is not supported"), std::string::npos);
-  EXPECT_NE(Refusal(R"({"type": "integer", "minimum": 5, "maximum": 4})").find("no integer"), std::string::npos);
+  EXPECT_NE(Refusal(R"({"type": "integer", "minimum": 5, "maximum": 4})").find("no integer"),
+            std::string::npos);
   EXPECT_NE(Refusal(R"({"type": "integer", "multipleOf": 2})").find("'multipleOf' is not supported"),
             std::string::npos);
   EXPECT_NE(Refusal("false").find("matches nothing"), std::string::npos);

@@ -11,9 +11,9 @@ namespace fak::grammar {
 
 namespace {
 
-constexpr size_t kMaxStackDepth = 512;              // deeper nesting is refused
-constexpr int64_t kMaxStates = 2'000'000;           // beyond this a transition is refused
-constexpr int64_t kMaskCacheBytes = 512ll << 20;    // cached masks beyond this are dropped
+constexpr size_t kMaxStackDepth = 512;            // deeper nesting is refused
+constexpr int64_t kMaxStates = 2'000'000;         // beyond this a transition is refused
+constexpr int64_t kMaskCacheBytes = 512ll << 20;  // cached masks beyond this are dropped
 
 }  // namespace
 
@@ -192,7 +192,8 @@ void Automaton::WalkMask(int32_t state, TokenMask* mask) {
     }
     if (walk_.size() <= static_cast<size_t>(d)) walk_.resize(static_cast<size_t>(d) + 1);
     walk_[static_cast<size_t>(d)] = s;
-    for (int32_t k = t.tok_begin_[static_cast<size_t>(i)]; k < t.tok_begin_[static_cast<size_t>(i) + 1]; ++k) {
+    for (int32_t k = t.tok_begin_[static_cast<size_t>(i)]; k < t.tok_begin_[static_cast<size_t>(i) + 1];
+         ++k) {
       const int32_t id = t.tok_ids_[static_cast<size_t>(k)];
       bits[id >> 6] |= uint64_t{1} << (id & 63);
     }

@@ -107,8 +107,7 @@ class Automaton {
 // One request's position in its grammar.
 class Matcher {
  public:
-  explicit Matcher(std::shared_ptr<Automaton> automaton)
-      : a_(std::move(automaton)), state_(a_->start()) {}
+  explicit Matcher(std::shared_ptr<Automaton> automaton) : a_(std::move(automaton)), state_(a_->start()) {}
 
   // Sets logits of tokens the grammar refuses to -infinity.
   void Apply(std::span<float> logits);

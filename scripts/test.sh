@@ -41,5 +41,7 @@ ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600
 rc=$?
 echo "== fak serve through the official openai Python client"
 build/venv/bin/python tests/python/openai_client_test.py build/apps/fak/fak || rc=1
+echo "== constrained output (random JSON schemas, tool calls) through the openai client"
+build/venv/bin/python tests/python/constrained_test.py build/apps/fak/fak || rc=1
 [ ${#failed[@]} -gt 0 ] && exit 1
 exit $rc

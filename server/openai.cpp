@@ -186,7 +186,6 @@ bool ParseMessages(const Json& body, Json* messages, size_t* leading_system, Api
   return true;
 }
 
-
 // A grammar for the request from grammar text; `param` names the field it came from.
 bool UseGrammar(const std::string& text, const std::string& param, const ModelInfo& model, ApiRequest* out,
                 ApiError* err, const std::string& trigger = "") {
@@ -249,8 +248,9 @@ bool ParseOutputFormat(const Json& body, const ModelInfo& model, ApiRequest* out
       param = "response_format.json_schema.schema";
       ++given;
     } else if (type != "text") {
-      *err = Bad("response_format.type",
-                 fmt::format("'response_format.type' is '{}'; expected text, json_object or json_schema", type));
+      *err =
+          Bad("response_format.type",
+              fmt::format("'response_format.type' is '{}'; expected text, json_object or json_schema", type));
       return false;
     }
   }
@@ -279,8 +279,9 @@ bool ParseOutputFormat(const Json& body, const ModelInfo& model, ApiRequest* out
   }
   if (given == 0) return true;
   if (out->gen.limits.grammar) {
-    *err = Bad(param, fmt::format("'{}' together with tool calls is not supported (use \"tool_choice\": \"none\")",
-                                  param));
+    *err = Bad(
+        param,
+        fmt::format("'{}' together with tool calls is not supported (use \"tool_choice\": \"none\")", param));
     return false;
   }
   return UseGrammar(text, param, model, out, err);
@@ -326,7 +327,8 @@ bool ParseTools(const Json& body, const ModelInfo& model, ApiRequest* out, Json*
       spec.parameters = Json{{"type", "object"}};
       if (auto pa = f.find("parameters"); pa != f.end() && !pa->is_null()) {
         if (!pa->is_object()) {
-          *err = Bad(p + ".function.parameters", fmt::format("'{}.function.parameters' must be a JSON schema object", p));
+          *err = Bad(p + ".function.parameters",
+                     fmt::format("'{}.function.parameters' must be a JSON schema object", p));
           return false;
         }
         spec.parameters = *pa;
@@ -352,12 +354,14 @@ bool ParseTools(const Json& body, const ModelInfo& model, ApiRequest* out, Json*
         if (tools[i].name == name) only = static_cast<int>(i);
       }
       if (only < 0) {
-        *err = Bad("tool_choice", fmt::format("'tool_choice' names the function '{}', which is not in 'tools'", name));
+        *err = Bad("tool_choice",
+                   fmt::format("'tool_choice' names the function '{}', which is not in 'tools'", name));
         return false;
       }
       choice = "named";
     } else {
-      *err = Bad("tool_choice", "'tool_choice' must be a string or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      *err = Bad("tool_choice",
+                 "'tool_choice' must be a string or {\"type\": \"function\", \"function\": {\"name\": ...}}");
       return false;
     }
     if (choice != "none" && tools.empty()) {

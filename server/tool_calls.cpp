@@ -80,7 +80,8 @@ const char* ToolFormatName(ToolFormat f) {
   return "?";
 }
 
-Result<std::string> ForcedCallGrammar(ToolFormat f, const std::vector<ToolSpec>& tools, int only, bool parallel) {
+Result<std::string> ForcedCallGrammar(ToolFormat f, const std::vector<ToolSpec>& tools, int only,
+                                      bool parallel) {
   const char* key = f == ToolFormat::kLlama3 ? "parameters" : "arguments";
   FAK_ASSIGN_OR_RETURN(std::string rules, CallRules(tools, only, key));
   switch (f) {
@@ -88,8 +89,7 @@ Result<std::string> ForcedCallGrammar(ToolFormat f, const std::vector<ToolSpec>&
       const std::string one = Lit("<tool_call>\n") + " call " + Lit("\n</tool_call>");
       return fmt::format("root ::= {}{}\n", one, parallel ? " (" + Lit("\n") + " " + one + ")*" : "") + rules;
     }
-    case ToolFormat::kLlama3:
-      return "root ::= call\n" + rules;
+    case ToolFormat::kLlama3: return "root ::= call\n" + rules;
     case ToolFormat::kMistral:
       return fmt::format("root ::= {} \"[\" call{} \"]\"\n", Lit("[TOOL_CALLS] "),
                          parallel ? " (\", \" call)*" : "") +
@@ -106,9 +106,10 @@ Result<LazyToolGrammar> AutoCallGrammar(ToolFormat f, const std::vector<ToolSpec
   if (f == ToolFormat::kHermes) {
     lazy.trigger = std::string(kHermesOpen);
     const std::string rest = Lit("\n") + " call " + Lit("\n</tool_call>");
-    lazy.grammar = fmt::format("root ::= {}{}\n", rest,
-                               parallel ? " (" + Lit("\n<tool_call>\n") + " call " + Lit("\n</tool_call>") + ")*" : "") +
-                   rules;
+    lazy.grammar =
+        fmt::format("root ::= {}{}\n", rest,
+                    parallel ? " (" + Lit("\n<tool_call>\n") + " call " + Lit("\n</tool_call>") + ")*" : "") +
+        rules;
   } else {
     lazy.trigger = std::string(kMistral);
     lazy.grammar =
@@ -209,7 +210,8 @@ bool ToolCallParser::ParseCalls(const std::string& body, std::vector<ToolCall>* 
         if (!Trim(body.substr(pos, open - pos)).empty()) return false;
         const size_t start = open + kHermesOpen.size();
         const size_t close = body.find(kHermesClose, start);
-        const std::string inner = body.substr(start, close == std::string::npos ? std::string::npos : close - start);
+        const std::string inner =
+            body.substr(start, close == std::string::npos ? std::string::npos : close - start);
         if (!add(Json::parse(Trim(inner)), "arguments")) return false;
         if (close == std::string::npos) break;
         pos = close + kHermesClose.size();

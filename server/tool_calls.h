@@ -35,7 +35,8 @@ struct ToolCall {
 
 // Grammar text for forced calls: one call to `tools[only]` (or to any of `tools` when only < 0), more
 // than one when `parallel` (hermes and mistral). Arguments follow each tool's parameter schema.
-Result<std::string> ForcedCallGrammar(ToolFormat f, const std::vector<ToolSpec>& tools, int only, bool parallel);
+Result<std::string> ForcedCallGrammar(ToolFormat f, const std::vector<ToolSpec>& tools, int only,
+                                      bool parallel);
 
 // The trigger and grammar for `tool_choice: auto`: output is free until the trigger appears, then the
 // call must be well formed. Empty trigger: the format has none (llama3 calls are parsed, not forced).

@@ -31,7 +31,8 @@ double Median(std::vector<double> v) {
 }  // namespace
 
 void RegisterBenchGrammar(CLI::App* bench_cmd, Context& ctx) {
-  auto* cmd = bench_cmd->add_subcommand("grammar", "Constrained (JSON schema) against free decoding, same run");
+  auto* cmd =
+      bench_cmd->add_subcommand("grammar", "Constrained (JSON schema) against free decoding, same run");
   static ModelFlags mf;
   static std::string schema_file, prompt = "Describe the inventory as JSON.";
   static int64_t n_gen = 256, rounds = 3;
@@ -39,7 +40,8 @@ void RegisterBenchGrammar(CLI::App* bench_cmd, Context& ctx) {
   mf.Add(cmd);
   cmd->add_option("--json-schema", schema_file, "JSON schema file")->required();
   cmd->add_option("-p,--prompt", prompt, "Prompt text");
-  cmd->add_option("-n,--n-gen", n_gen, "Most tokens per run (the free run decodes as many as the constrained)");
+  cmd->add_option("-n,--n-gen", n_gen,
+                  "Most tokens per run (the free run decodes as many as the constrained)");
   cmd->add_option("-r,--rounds", rounds, "Rounds (the arms alternate order)");
   cmd->add_flag("--json", json, "Print the result as JSON");
   cmd->callback([&ctx]() {
@@ -95,7 +97,8 @@ void RegisterBenchGrammar(CLI::App* bench_cmd, Context& ctx) {
         }
         auto res = GenerateFromIds(**session, *loaded->tokenizer, *ids, constrained ? cons : free);
         if (!res.ok()) return fail(res.status().ToString());
-        const double tps = res->decode_seconds > 0 ? static_cast<double>(res->output_ids.size()) / res->decode_seconds : 0;
+        const double tps =
+            res->decode_seconds > 0 ? static_cast<double>(res->output_ids.size()) / res->decode_seconds : 0;
         if (constrained) {
           const auto st = automaton->stats();
           walks.push_back(st.masks_computed);
@@ -113,11 +116,12 @@ void RegisterBenchGrammar(CLI::App* bench_cmd, Context& ctx) {
       cons_tps.push_back(c_tps);
       ratio.push_back(f_tps > 0 ? c_tps / f_tps : 0);
       if (!json) {
-        std::printf("round %lld: constrained %lld tokens (%s) %.1f tok/s, free %.1f tok/s, ratio %.3f, schema "
-                    "preparation %.1f ms; %lld mask walks, %.1f ms in all, longest %.2f ms\n",
-                    static_cast<long long>(r + 1), static_cast<long long>(count), reasons.back().c_str(), c_tps,
-                    f_tps, ratio.back(), prep.back() * 1e3, static_cast<long long>(walks.back()), walk_ms.back(),
-                    max_walk_ms.back());
+        std::printf(
+            "round %lld: constrained %lld tokens (%s) %.1f tok/s, free %.1f tok/s, ratio %.3f, schema "
+            "preparation %.1f ms; %lld mask walks, %.1f ms in all, longest %.2f ms\n",
+            static_cast<long long>(r + 1), static_cast<long long>(count), reasons.back().c_str(), c_tps,
+            f_tps, ratio.back(), prep.back() * 1e3, static_cast<long long>(walks.back()), walk_ms.back(),
+            max_walk_ms.back());
       }
     }
     nlohmann::ordered_json out = {{"model", mf.model},
@@ -138,9 +142,10 @@ void RegisterBenchGrammar(CLI::App* bench_cmd, Context& ctx) {
     if (json) {
       std::printf("%s\n", out.dump().c_str());
     } else {
-      std::printf("vocabulary %d tokens, trie built in %.1f ms (once per model); schema preparation median "
-                  "%.1f ms; constrained/free decode median %.3f\n",
-                  trie->vocab_size(), trie_s * 1e3, Median(prep) * 1e3, Median(ratio));
+      std::printf(
+          "vocabulary %d tokens, trie built in %.1f ms (once per model); schema preparation median "
+          "%.1f ms; constrained/free decode median %.3f\n",
+          trie->vocab_size(), trie_s * 1e3, Median(prep) * 1e3, Median(ratio));
     }
   });
 }

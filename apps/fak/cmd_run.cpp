@@ -62,7 +62,8 @@ Result<std::shared_ptr<grammar::Automaton>> GrammarFromFlags(const std::string& 
     FAK_ASSIGN_OR_RETURN(text, ReadFileToString(grammar_file));
   }
   auto g = grammar::Grammar::Parse(text);
-  if (!g.ok()) return g.status().WithContext(schema_file.empty() ? "--grammar " + grammar_file : "--json-schema");
+  if (!g.ok())
+    return g.status().WithContext(schema_file.empty() ? "--grammar " + grammar_file : "--json-schema");
   auto trie = grammar::BuildTokenTrie(*loaded.tokenizer, loaded.model->config.eos_token_ids);
   return std::make_shared<grammar::Automaton>(std::make_shared<const grammar::Grammar>(std::move(*g)), trie);
 }

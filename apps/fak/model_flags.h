@@ -7,11 +7,11 @@
 
 #include <CLI/CLI.hpp>
 
-#include "grammar/matcher.h"
 #include "engine/model.h"
 #include "engine/runtime.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
+#include "grammar/matcher.h"
 #include "ops/backend.h"
 #include "tokenizer/tokenizer.h"
 
