@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 
 namespace fak {
@@ -54,10 +55,31 @@ int32_t Sampler::Sample(std::span<float> logits, std::span<const int32_t> histor
   }
   if (p_.temperature == 0.0f) return Argmax(logits);
 
+  // Tokens at -infinity (refused by a grammar) can never be drawn: they are not candidates.
   cand_.clear();
   cand_.reserve(logits.size());
-  for (int32_t i = 0; i < vocab; ++i) cand_.emplace_back(logits[static_cast<size_t>(i)] / p_.temperature, i);
-  // Sorted by logit, ties by id, so the order (and the draw) is deterministic.
+  for (int32_t i = 0; i < vocab; ++i) {
+    const float l = logits[static_cast<size_t>(i)];
+    if (l > -std::numeric_limits<float>::infinity()) cand_.emplace_back(l / p_.temperature, i);
+  }
+  if (cand_.empty()) return Argmax(logits);
+  const double u = CounterUniform(p_.seed, step);
+  if ((p_.top_k == 0 || static_cast<size_t>(p_.top_k) >= cand_.size()) && p_.top_p >= 1.0f && p_.min_p <= 0) {
+    // Nothing to cut: a draw from the softmax over the candidates in id order, no sort.
+    float max_l = cand_[0].first;
+    for (const auto& c : cand_) max_l = std::max(max_l, c.first);
+    double sum = 0;
+    for (const auto& c : cand_) sum += std::exp(static_cast<double>(c.first - max_l));
+    double r = u * sum;
+    for (const auto& c : cand_) {
+      r -= std::exp(static_cast<double>(c.first - max_l));
+      if (r < 0) return c.second;
+    }
+    return cand_.back().second;
+  }
+  // Sorted by logit, ties by id, so the order (and the draw) is deterministic. Sorting a 152k
+  // vocabulary costs more than a small model's step, so only a prefix is sorted, grown until it
+  // holds everything top-k, top-p and min-p keep.
   auto by_logit = [](const auto& a, const auto& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
@@ -66,41 +88,42 @@ int32_t Sampler::Sample(std::span<float> logits, std::span<const int32_t> histor
     k = static_cast<size_t>(p_.top_k);
     std::partial_sort(cand_.begin(), cand_.begin() + static_cast<long>(k), cand_.end(), by_logit);
     cand_.resize(k);
-  } else {
-    std::sort(cand_.begin(), cand_.end(), by_logit);
   }
+  size_t sorted = std::min(k, size_t{256});
+  std::partial_sort(cand_.begin(), cand_.begin() + static_cast<long>(sorted), cand_.end(), by_logit);
   const float max_l = cand_[0].first;
-  double sum = 0;
-  std::vector<double> probs(cand_.size());
-  for (size_t i = 0; i < cand_.size(); ++i) {
-    probs[i] = std::exp(static_cast<double>(cand_[i].first - max_l));
-    sum += probs[i];
-  }
-  for (auto& p : probs) p /= sum;
-  size_t keep = probs.size();
-  if (p_.min_p > 0) {
-    const double floor = p_.min_p * probs[0];
-    size_t i = 1;
-    while (i < keep && probs[i] >= floor) ++i;
-    keep = i;
-  }
-  if (p_.top_p < 1.0f) {
-    double cum = 0;
-    size_t i = 0;
-    for (; i < keep; ++i) {
-      cum += probs[i];
-      if (cum >= p_.top_p) {
-        ++i;
+  double total = 0;  // the softmax's denominator over the top-k candidates
+  for (const auto& c : cand_) total += std::exp(static_cast<double>(c.first - max_l));
+  probs_.clear();
+  size_t keep = 0;
+  double cum = 0;
+  bool decided = false;
+  while (!decided) {
+    for (size_t i = probs_.size(); i < sorted; ++i) {
+      const double p = std::exp(static_cast<double>(cand_[i].first - max_l)) / total;
+      if (p_.min_p > 0 && i > 0 && p < p_.min_p * probs_[0]) {
+        decided = true;
+        break;
+      }
+      probs_.push_back(p);
+      cum += p;
+      keep = i + 1;
+      if (p_.top_p < 1.0f && cum >= p_.top_p) {
+        decided = true;
         break;
       }
     }
-    keep = std::max<size_t>(1, std::min(keep, i));
+    if (decided || sorted == k) break;
+    const size_t next = std::min(k, sorted * 8);
+    std::partial_sort(cand_.begin() + static_cast<long>(sorted), cand_.begin() + static_cast<long>(next),
+                      cand_.end(), by_logit);
+    sorted = next;
   }
-  double total = 0;
-  for (size_t i = 0; i < keep; ++i) total += probs[i];
-  double r = CounterUniform(p_.seed, step) * total;
+  double kept = 0;
+  for (size_t i = 0; i < keep; ++i) kept += probs_[i];
+  double r = u * kept;
   for (size_t i = 0; i < keep; ++i) {
-    r -= probs[i];
+    r -= probs_[i];
     if (r < 0) return cand_[i].second;
   }
   return cand_[keep - 1].second;

@@ -39,6 +39,7 @@ class Sampler {
  private:
   SamplingParams p_;
   std::vector<std::pair<float, int32_t>> cand_;
+  std::vector<double> probs_;
 };
 
 int32_t Argmax(std::span<const float> logits);

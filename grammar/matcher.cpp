@@ -21,7 +21,8 @@ TokenTrie::TokenTrie(const std::vector<std::string>& pieces, std::vector<int32_t
     : vocab_size_(static_cast<int32_t>(pieces.size())), eos_(std::move(eos)), pieces_(pieces) {
   std::vector<int32_t> order;
   for (int32_t i = 0; i < vocab_size_; ++i) {
-    if (!pieces_[static_cast<size_t>(i)].empty()) order.push_back(i);
+    const size_t len = pieces_[static_cast<size_t>(i)].size();
+    if (len > 0 && len <= 255) order.push_back(i);
   }
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
     const auto& pa = pieces_[static_cast<size_t>(a)];
@@ -32,7 +33,7 @@ TokenTrie::TokenTrie(const std::vector<std::string>& pieces, std::vector<int32_t
   std::string prefix;
   auto close = [&](size_t depth) {
     while (path.size() > depth) {
-      skip_[static_cast<size_t>(path.back())] = static_cast<int32_t>(byte_.size());
+      nodes_[static_cast<size_t>(path.back())].skip = static_cast<int32_t>(nodes_.size());
       path.pop_back();
       prefix.pop_back();
     }
@@ -43,11 +44,9 @@ TokenTrie::TokenTrie(const std::vector<std::string>& pieces, std::vector<int32_t
     while (lcp < p.size() && lcp < prefix.size() && p[lcp] == prefix[lcp]) ++lcp;
     close(lcp);
     for (size_t k = lcp; k < p.size(); ++k) {
-      path.push_back(static_cast<int32_t>(byte_.size()));
+      path.push_back(static_cast<int32_t>(nodes_.size()));
       prefix.push_back(p[k]);
-      byte_.push_back(static_cast<uint8_t>(p[k]));
-      depth_.push_back(static_cast<int32_t>(k + 1));
-      skip_.push_back(0);
+      nodes_.push_back({static_cast<uint8_t>(p[k]), static_cast<uint8_t>(k + 1), 0});
       tok_begin_.push_back(static_cast<int32_t>(tok_ids_.size()));
     }
     tok_ids_.push_back(id);
@@ -118,16 +117,14 @@ int32_t Automaton::Intern(std::vector<Stack> stacks) {
   st.stacks = std::move(stacks);
   const auto id = static_cast<int32_t>(states_.size());
   states_.push_back(std::move(st));
-  std::array<int32_t, 256> next{};
-  next.fill(-2);
-  next_.push_back(next);
+  next_.resize(next_.size() + 256, -2);
   index_.emplace(std::move(key), id);
   return id;
 }
 
 int32_t Automaton::Next(int32_t state, uint8_t byte) {
-  int32_t& slot = next_[static_cast<size_t>(state)][byte];
-  if (slot != -2) return slot;
+  const size_t at = static_cast<size_t>(state) * 256 + byte;
+  if (next_[at] != -2) return next_[at];
   int32_t result = -1;
   if (states_[static_cast<size_t>(state)].first[byte]) {
     const auto& el = g_->elements();
@@ -140,7 +137,7 @@ int32_t Automaton::Next(int32_t state, uint8_t byte) {
     }
     if (!out.empty()) result = Intern(std::move(out));
   }
-  next_[static_cast<size_t>(state)][byte] = result;  // Intern may have moved next_
+  next_[at] = result;  // after Intern, which may have moved next_
   return result;
 }
 
@@ -180,21 +177,23 @@ void Automaton::WalkMask(int32_t state, TokenMask* mask) {
   const TokenTrie& t = *trie_;
   mask->assign((static_cast<size_t>(t.vocab_size_) + 63) / 64, 0);
   uint64_t* bits = mask->data();
-  walk_.resize(1);
   walk_[0] = state;
-  const auto n = static_cast<int32_t>(t.byte_.size());
+  const TokenTrie::Node* nodes = t.nodes_.data();
+  const int32_t* tok_begin = t.tok_begin_.data();
+  const int32_t* tok_ids = t.tok_ids_.data();
+  const auto n = static_cast<int32_t>(t.nodes_.size());
   for (int32_t i = 0; i < n;) {
-    const int32_t d = t.depth_[static_cast<size_t>(i)];
-    const int32_t s = Next(walk_[static_cast<size_t>(d) - 1], t.byte_[static_cast<size_t>(i)]);
+    const TokenTrie::Node node = nodes[i];
+    const int32_t from = walk_[node.depth - 1u];
+    int32_t s = next_[static_cast<size_t>(from) * 256 + node.byte];
+    if (s == -2) s = Next(from, node.byte);  // a transition not taken before
     if (s < 0) {
-      i = t.skip_[static_cast<size_t>(i)];
+      i = node.skip;
       continue;
     }
-    if (walk_.size() <= static_cast<size_t>(d)) walk_.resize(static_cast<size_t>(d) + 1);
-    walk_[static_cast<size_t>(d)] = s;
-    for (int32_t k = t.tok_begin_[static_cast<size_t>(i)]; k < t.tok_begin_[static_cast<size_t>(i) + 1];
-         ++k) {
-      const int32_t id = t.tok_ids_[static_cast<size_t>(k)];
+    walk_[node.depth] = s;
+    for (int32_t k = tok_begin[i], end = tok_begin[i + 1]; k < end; ++k) {
+      const int32_t id = tok_ids[k];
       bits[id >> 6] |= uint64_t{1} << (id & 63);
     }
     ++i;

@@ -26,7 +26,8 @@ namespace fak::grammar {
 class TokenTrie {
  public:
   // `pieces[i]`: the bytes token i contributes to text; empty for tokens the grammar never allows
-  // (control tokens). `eos`: the tokens that end generation, allowed when the grammar is complete.
+  // (control tokens). Pieces longer than 255 bytes are never allowed either. `eos`: the tokens that end
+  // generation, allowed when the grammar is complete.
   TokenTrie(const std::vector<std::string>& pieces, std::vector<int32_t> eos);
 
   int32_t vocab_size() const { return vocab_size_; }
@@ -38,9 +39,12 @@ class TokenTrie {
   int32_t vocab_size_ = 0;
   std::vector<int32_t> eos_;
   std::vector<std::string> pieces_;
-  std::vector<uint8_t> byte_;       // per node: the byte on the edge into it
-  std::vector<int32_t> depth_;      // per node: 1 for children of the root
-  std::vector<int32_t> skip_;       // per node: the index after its subtree
+  struct Node {
+    uint8_t byte;   // the byte on the edge into it
+    uint8_t depth;  // 1 for children of the root (pieces are at most 255 bytes)
+    int32_t skip;   // the index after its subtree
+  };
+  std::vector<Node> nodes_;         // preorder
   std::vector<int32_t> tok_begin_;  // per node: tokens ending here, a range of tok_ids_ (size nodes+1)
   std::vector<int32_t> tok_ids_;
 };
@@ -95,12 +99,12 @@ class Automaton {
   std::shared_ptr<const TokenTrie> trie_;
   std::mutex mu_;
   std::vector<State> states_;
-  std::vector<std::array<int32_t, 256>> next_;  // -2: not computed yet, -1: refused
+  std::vector<int32_t> next_;  // [state * 256 + byte]: -2 not computed yet, -1 refused
   std::unordered_map<std::string, int32_t> index_;
   std::unordered_map<int32_t, std::shared_ptr<const TokenMask>> masks_;
   int64_t mask_bytes_ = 0;
   Stats stats_;
-  std::vector<int32_t> walk_;  // per depth: the state during a trie walk
+  std::array<int32_t, 256> walk_{};  // per depth: the state during a trie walk
   int32_t start_ = -1;
 };
 

@@ -34,10 +34,12 @@ void RegisterBenchGrammar(CLI::App* bench_cmd, Context& ctx) {
   auto* cmd =
       bench_cmd->add_subcommand("grammar", "Constrained (JSON schema) against free decoding, same run");
   static ModelFlags mf;
+  static SamplingFlags sf;
   static std::string schema_file, prompt = "Describe the inventory as JSON.";
   static int64_t n_gen = 256, rounds = 3;
   static bool json = false;
   mf.Add(cmd);
+  sf.Add(cmd);
   cmd->add_option("--json-schema", schema_file, "JSON schema file")->required();
   cmd->add_option("-p,--prompt", prompt, "Prompt text");
   cmd->add_option("-n,--n-gen", n_gen,
@@ -81,9 +83,11 @@ void RegisterBenchGrammar(CLI::App* bench_cmd, Context& ctx) {
       prep.push_back(Since(t0));
 
       GenerateOptions cons;
+      cons.sampling = sf.p;
       cons.max_tokens = n_gen;
       cons.grammar = automaton;
       GenerateOptions free;
+      free.sampling = sf.p;
       free.ignore_eos = true;
       double c_tps = 0, f_tps = 0;
       int64_t count = 0;
@@ -127,6 +131,7 @@ void RegisterBenchGrammar(CLI::App* bench_cmd, Context& ctx) {
     nlohmann::ordered_json out = {{"model", mf.model},
                                   {"vocab", trie->vocab_size()},
                                   {"schema", schema_file},
+                                  {"temperature", sf.p.temperature},
                                   {"trie_ms", trie_s * 1e3},
                                   {"prep_ms", prep},
                                   {"constrained_tps", cons_tps},
