@@ -191,6 +191,7 @@ class Builder {
       Define(r, {x});
       atom = {Ref(r)};
     }
+    if (max >= 8 && max > min) return CountedRun(atom[0], min, max, base);
     Seq out;
     for (int64_t i = 0; i < min; ++i) out.push_back(atom[0]);
     if (max < 0) {
@@ -211,6 +212,31 @@ class Builder {
     return out;
   }
 
+  // X{min,max} as a chain of rules P_0 .. P_max (P_c: `X P_c+1`, and `""` once c >= min), a counted
+  // run (grammar.h).
+  Seq CountedRun(Element atom, int64_t min, int64_t max, const std::string& base) {
+    int32_t x = atom.value;
+    if (atom.kind != Element::Kind::kRule) {
+      x = Helper(base + "_x");
+      Define(x, {Seq{atom}});
+    }
+    const auto run = static_cast<int32_t>(runs_.size());
+    const int32_t star = Helper(base + "_xs");
+    Define(star, {Seq{Ref(x), Ref(star)}, Seq{}});
+    runs_.push_back({x, star});
+    int32_t next = Helper(base + "_n");
+    Define(next, {Seq{}});
+    for (int64_t c = max - 1; c >= 0; --c) {
+      const int32_t r = Helper(base + "_n");
+      std::vector<Seq> alts{Seq{Ref(x), Ref(next)}};
+      if (c >= min) alts.emplace_back();
+      Define(r, std::move(alts));
+      chain_.emplace(r, Grammar::Marker{run, static_cast<int32_t>(max - c)});
+      next = r;
+    }
+    return Seq{Ref(next)};
+  }
+
   Result<Grammar> Finish(std::string_view root) {
     for (size_t r = 0; r < rules_.size(); ++r) {
       if (!defined_[r]) {
@@ -227,9 +253,13 @@ class Builder {
     g.root_ = it->second;
     g.byte_sets_ = sets_;
     int64_t total = 0;
+    g.runs_ = runs_;
     for (size_t r = 0; r < rules_.size(); ++r) {
       Grammar::Rule rule;
       rule.name = names_[r];
+      if (auto it = chain_.find(static_cast<int32_t>(r)); it != chain_.end()) {
+        g.markers_.emplace(static_cast<int32_t>(g.elements_.size()) + 1, it->second);  // after X in `X next`
+      }
       for (const auto& alt : rules_[r]) {
         rule.alts.push_back(static_cast<int32_t>(g.elements_.size()));
         g.elements_.insert(g.elements_.end(), alt.begin(), alt.end());
@@ -313,6 +343,8 @@ class Builder {
   std::vector<std::bitset<256>> sets_;
   std::map<std::string, int32_t> set_index_;
   std::map<std::string, Element> class_rule_;
+  std::vector<Grammar::Run> runs_;
+  std::map<int32_t, Grammar::Marker> chain_;  // chain rule -> its marker
   int helpers_ = 0;
   int line_ = 1;
 };

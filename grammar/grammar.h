@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/status.h"
@@ -40,6 +41,24 @@ class Grammar {
   int32_t root() const { return root_; }
   int32_t rule_count() const { return static_cast<int32_t>(rules_.size()); }
 
+  // Counted runs: a bounded repetition X{m,n} (n >= 8) is a chain of rules, one per count, each
+  // `X next | ""`; the position right after X in a chain rule is its marker, naming the run and how
+  // many X may still come (X included). Token masks inside a run use the run's token table instead
+  // of walking the vocabulary once per count (matcher.cpp).
+  struct Run {
+    int32_t x_rule;     // the repeated rule
+    int32_t star_rule;  // X* (`X star | ""`), from which the token table is walked
+  };
+  struct Marker {
+    int32_t run = -1;  // -1: not a marker
+    int32_t remaining = 0;
+  };
+  const std::vector<Run>& runs() const { return runs_; }
+  Marker marker(int32_t pos) const {
+    auto it = markers_.find(pos);
+    return it == markers_.end() ? Marker{} : it->second;
+  }
+
  private:
   friend class Builder;
   struct Rule {
@@ -49,6 +68,8 @@ class Grammar {
   std::vector<Rule> rules_;
   std::vector<Element> elements_;
   std::vector<std::bitset<256>> byte_sets_;
+  std::vector<Run> runs_;
+  std::unordered_map<int32_t, Marker> markers_;  // by element position
   int32_t root_ = 0;
 };
 

@@ -160,6 +160,35 @@ TEST(Grammar, MasksEqualBruteForceOnQwen3Vocabulary) {
   EXPECT_FALSE(a->CanContinue(s));
 }
 
+const std::shared_ptr<const TokenTrie>& Qwen3Trie() {
+  static const auto trie = [] {
+    auto tok = LoadTokenizer("../shared/fixtures/tokenizers/qwen3");
+    EXPECT_TRUE(tok.ok()) << tok.status().ToString();
+    return BuildTokenTrie(*tok, {});
+  }();
+  return trie;
+}
+
+// Bounded repetitions are counted runs: their masks come from a token table, and still equal the
+// brute-force answer at the start, the middle and the end of the run, and where the table does not
+// apply (an X that may end where another begins; an X most tokens leave).
+TEST(Grammar, CountedRunMasksEqualBruteForce) {
+  auto text = JsonSchemaToGrammar(nlohmann::ordered_json::parse(R"({"type": "object", "properties": {
+      "s": {"type": "string", "minLength": 3, "maxLength": 40}}, "required": ["s"]})"));
+  ASSERT_TRUE(text.ok());
+  auto a = Compile(*text, Qwen3Trie());
+  ExpectMasksExact(*a,
+                   {"{\"s\": \"", "{\"s\": \"ab", "{\"s\": \"abcdefghij", "{\"s\": \"" + std::string(37, 'x'),
+                    "{\"s\": \"" + std::string(40, 'x'), "{\"s\": \"\\u00e9" + std::string(30, 'y')});
+  EXPECT_GE(a->stats().masks_by_run, 5);
+  auto ambiguous = Compile("root ::= (\"a\" | \"ab\" | \"b\"){0,20} \"!\"", Qwen3Trie());
+  ExpectMasksExact(*ambiguous, {"", "ab", "abababab"});
+  EXPECT_EQ(ambiguous->stats().masks_by_run, 0);
+  auto letters = Compile("root ::= [a-z]{2,30} \".\"", Qwen3Trie());
+  ExpectMasksExact(*letters, {"", "abc"});
+  EXPECT_EQ(letters->stats().masks_by_run, 0);
+}
+
 TEST(Grammar, MatcherAppliesMasksAndAcceptsTokens) {
   auto trie = ByteTrie({"ab", "abc", "ca"});
   auto a = Compile("root ::= \"ab\" \"c\"?", trie);

@@ -173,10 +173,7 @@ int64_t Automaton::state_count() {
   return static_cast<int64_t>(states_.size());
 }
 
-void Automaton::WalkMask(int32_t state, TokenMask* mask) {
-  const TokenTrie& t = *trie_;
-  mask->assign((static_cast<size_t>(t.vocab_size_) + 63) / 64, 0);
-  uint64_t* bits = mask->data();
+void Automaton::WalkTrie(int32_t state, const TokenTrie& t, uint64_t* bits) {
   walk_[0] = state;
   const TokenTrie::Node* nodes = t.nodes_.data();
   const int32_t* tok_begin = t.tok_begin_.data();
@@ -198,11 +195,154 @@ void Automaton::WalkMask(int32_t state, TokenMask* mask) {
     }
     ++i;
   }
+}
+
+void Automaton::WalkMask(int32_t state, TokenMask* mask) {
+  const TokenTrie& t = *trie_;
+  mask->assign((static_cast<size_t>(t.vocab_size_) + 63) / 64, 0);
+  if (!FastMask(state, mask)) WalkTrie(state, t, mask->data());
   if (states_[static_cast<size_t>(state)].accepting) {
+    uint64_t* bits = mask->data();
     for (int32_t id : t.eos_) {
       if (id >= 0 && id < t.vocab_size_) bits[id >> 6] |= uint64_t{1} << (id & 63);
     }
   }
+}
+
+Automaton::RunTable* Automaton::Table(int32_t run) {
+  if (runs_.empty()) runs_.resize(g_->runs().size());
+  auto& slot = runs_[static_cast<size_t>(run)];
+  if (slot) return slot.get();
+  slot = std::make_unique<RunTable>();
+  RunTable& rt = *slot;
+  const Grammar::Run& r = g_->runs()[static_cast<size_t>(run)];
+  std::vector<Stack> out, seen;
+  for (int32_t alt : g_->alternatives(r.star_rule)) Expand(Stack{alt}, &out, &seen);
+  rt.start = Intern(out);
+  if (rt.start < 0) return slot.get();
+  const State& b = states_[static_cast<size_t>(rt.start)];
+  for (const auto& st : b.stacks) {
+    if (st.empty()) continue;
+    rt.tails.emplace_back(st.begin() + 1, st.end());  // st[0]: the position after X in `X star`
+  }
+  rt.xfirst = b.first;
+  // One walk from the boundary of X*: per token, the X it begins (a byte read at the boundary
+  // begins one) or, when X* refuses one of its bytes, a place in the leaving trie.
+  const TokenTrie& t = *trie_;
+  rt.k.assign(static_cast<size_t>(t.vocab_size_), -1);
+  std::vector<std::string> leaving(static_cast<size_t>(t.vocab_size_));
+  int64_t n_leaving = 0;
+  std::array<int32_t, 256> count{};
+  walk_[0] = rt.start;
+  bool ambiguous = false;
+  const auto n = static_cast<int32_t>(t.nodes_.size());
+  for (int32_t i = 0; i < n;) {
+    const TokenTrie::Node node = t.nodes_[static_cast<size_t>(i)];
+    const int32_t from = walk_[node.depth - 1u];
+    const int32_t s = Next(from, node.byte);
+    if (s < 0) {
+      for (int32_t k = t.tok_begin_[static_cast<size_t>(i)]; k < t.tok_begin_[static_cast<size_t>(node.skip)];
+           ++k) {
+        const int32_t id = t.tok_ids_[static_cast<size_t>(k)];
+        leaving[static_cast<size_t>(id)] = t.pieces_[static_cast<size_t>(id)];
+        ++n_leaving;
+      }
+      i = node.skip;
+      continue;
+    }
+    // An X that may end where another begins (X = "a" | "ab") makes the count ambiguous.
+    if (s != rt.start && states_[static_cast<size_t>(s)].accepting) ambiguous = true;
+    walk_[node.depth] = s;
+    count[node.depth] = count[node.depth - 1u] + (from == rt.start ? 1 : 0);
+    for (int32_t k = t.tok_begin_[static_cast<size_t>(i)]; k < t.tok_begin_[static_cast<size_t>(i) + 1];
+         ++k) {
+      rt.k[static_cast<size_t>(t.tok_ids_[static_cast<size_t>(k)])] = static_cast<int16_t>(count[node.depth]);
+    }
+    ++i;
+  }
+  // Worth it when most tokens stay inside (a string's characters), not when most leave.
+  rt.usable = !ambiguous && n_leaving < t.vocab_size_ / 4;
+  if (rt.usable) rt.leaving = std::make_unique<TokenTrie>(leaving, std::vector<int32_t>{});
+  return slot.get();
+}
+
+bool Automaton::FastMask(int32_t state, TokenMask* mask) {
+  if (g_->runs().empty()) return false;
+  const State& st = states_[static_cast<size_t>(state)];
+  int32_t run = -1, remaining = -1;
+  std::vector<Stack> prefixes;  // below the marker, one per group stack
+  std::array<bool, 256> other_first{};
+  const auto& el = g_->elements();
+  std::vector<const Stack*> group;
+  for (const auto& s : st.stacks) {
+    int32_t at = -1;
+    for (size_t i = s.size(); i-- > 0;) {
+      if (g_->marker(s[i]).run >= 0) {
+        at = static_cast<int32_t>(i);
+        break;
+      }
+    }
+    if (at < 0) {
+      if (!s.empty()) {
+        const auto& bs = g_->byte_set(el[static_cast<size_t>(s.back())].value);
+        for (int b = 0; b < 256; ++b) other_first[static_cast<size_t>(b)] |= bs[static_cast<size_t>(b)];
+      }
+      continue;
+    }
+    const Grammar::Marker m = g_->marker(s[static_cast<size_t>(at)]);
+    if (run >= 0 && (m.run != run || m.remaining != remaining)) return false;
+    run = m.run;
+    remaining = m.remaining;
+    group.push_back(&s);
+    (void)at;
+  }
+  if (run < 0) return false;
+  RunTable* rt = Table(run);
+  if (!rt->usable) return false;
+  // Every group stack is a fresh X above its marker, each prefix with every tail.
+  std::vector<Stack> seen_prefix;
+  std::vector<int> tails_of;
+  for (const Stack* s : group) {
+    size_t at = s->size();
+    while (at-- > 0 && g_->marker((*s)[at]).run < 0) {
+    }
+    const Stack tail(s->begin() + static_cast<long>(at) + 1, s->end());
+    if (std::find(rt->tails.begin(), rt->tails.end(), tail) == rt->tails.end()) return false;
+    const Stack prefix(s->begin(), s->begin() + static_cast<long>(at));
+    auto it = std::find(seen_prefix.begin(), seen_prefix.end(), prefix);
+    if (it == seen_prefix.end()) {
+      seen_prefix.push_back(prefix);
+      tails_of.push_back(1);
+    } else {
+      ++tails_of[static_cast<size_t>(it - seen_prefix.begin())];
+    }
+  }
+  for (int c : tails_of) {
+    if (static_cast<size_t>(c) != rt->tails.size()) return false;
+  }
+  // What follows the run (and the other stacks) must not begin like an X: then a token's bytes that
+  // X* accepts can only be read by the run.
+  for (const auto& prefix : seen_prefix) {
+    std::vector<Stack> out, seen;
+    Expand(prefix, &out, &seen);
+    for (const auto& s : out) {
+      if (s.empty()) continue;
+      const auto& bs = g_->byte_set(el[static_cast<size_t>(s.back())].value);
+      for (int b = 0; b < 256; ++b) other_first[static_cast<size_t>(b)] |= bs[static_cast<size_t>(b)];
+    }
+  }
+  for (int b = 0; b < 256; ++b) {
+    if (other_first[static_cast<size_t>(b)] && rt->xfirst[static_cast<size_t>(b)]) return false;
+  }
+  uint64_t* bits = mask->data();
+  const auto v = static_cast<size_t>(trie_->vocab_size_);
+  const int16_t* k = rt->k.data();
+  for (size_t id = 0; id < v; ++id) {
+    if (k[id] >= 0 && k[id] <= remaining) bits[id >> 6] |= uint64_t{1} << (id & 63);
+  }
+  WalkTrie(state, *rt->leaving, bits);
+  ++stats_.masks_by_run;
+  return true;
 }
 
 std::shared_ptr<const TokenMask> Automaton::Mask(int32_t state) {

@@ -78,6 +78,7 @@ class Automaton {
     int64_t states = 0;
     int64_t masks_computed = 0;  // trie walks (cache misses)
     int64_t masks_served = 0;    // Mask calls
+    int64_t masks_by_run = 0;    // masks from a counted run's token table instead of a full walk
     double walk_seconds = 0;     // all walks together
     double max_walk_seconds = 0;
   };
@@ -90,6 +91,18 @@ class Automaton {
     std::array<bool, 256> first{};  // bytes some stack accepts
   };
   using Stack = std::vector<int32_t>;
+  // A counted run's token table (grammar.h): what each token does from a boundary of X*.
+  struct RunTable {
+    bool usable = false;
+    int32_t start = -1;                  // X* between two X
+    std::vector<Stack> tails;            // the stack tops of a fresh X, above the marker
+    std::array<bool, 256> xfirst{};      // bytes that may begin an X
+    std::vector<int16_t> k;              // per token staying inside X*: the X it begins; -1 otherwise
+    std::unique_ptr<TokenTrie> leaving;  // the tokens X* refuses somewhere, checked exactly
+  };
+  RunTable* Table(int32_t run);                                      // mu_ held
+  bool FastMask(int32_t state, TokenMask* mask);                     // mu_ held; false: not at a run boundary
+  void WalkTrie(int32_t state, const TokenTrie& t, uint64_t* bits);  // mu_ held
   int32_t Intern(std::vector<Stack> stacks);
   int32_t Next(int32_t state, uint8_t byte);  // mu_ held
   void Expand(Stack stack, std::vector<Stack>* out, std::vector<Stack>* seen) const;
@@ -105,6 +118,7 @@ class Automaton {
   int64_t mask_bytes_ = 0;
   Stats stats_;
   std::array<int32_t, 256> walk_{};  // per depth: the state during a trie walk
+  std::vector<std::unique_ptr<RunTable>> runs_;
   int32_t start_ = -1;
 };
 
