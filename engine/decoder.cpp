@@ -63,6 +63,9 @@ Result<std::string> RequestDecoder::Step(std::span<float> logits) {
   if (matcher_) matcher_->Apply(logits);
   const int32_t tok = sampler_.Sample(logits, history_, step_++);
   if (matcher_ && !matcher_->Accept(tok)) {
+    if (matcher_->automaton().overflowed()) {
+      return InvalidArgument("the grammar is too ambiguous to follow (its automaton outgrew its limits)");
+    }
     return Internal("the grammar allows no token here (every token was masked)");
   }
   const bool eos =

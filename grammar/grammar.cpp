@@ -413,6 +413,14 @@ class Parser {
   }
 
   Result<std::vector<Seq>> Alternatives(const std::string& rule, bool nested) {
+    if (nested && ++depth_ > 256) return Error("groups nest deeper than 256 levels");
+    struct Leave {
+      int* d;
+      bool on;
+      ~Leave() {
+        if (on) --*d;
+      }
+    } leave{&depth_, nested};
     std::vector<Seq> alts;
     while (true) {
       auto seq = Sequence(rule, nested);
@@ -623,6 +631,7 @@ class Parser {
   Builder* b_;
   size_t pos_ = 0;
   int line_ = 1;
+  int depth_ = 0;
 };
 
 }  // namespace

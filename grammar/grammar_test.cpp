@@ -57,6 +57,19 @@ TEST(Grammar, RefusesBadGrammarsByName) {
   EXPECT_NE(ParseError("root ::= [z-a]").find("end before its start"), std::string::npos);
 }
 
+TEST(Grammar, HostileGrammarsHitLimitsNotTheStack) {
+  EXPECT_NE(ParseError("root ::= " + std::string(100000, '(') + "\"a\"" + std::string(100000, ')'))
+                .find("nest deeper than 256"),
+            std::string::npos);
+  // Every "(" may close with ")" or "]": the stacks double with each one; past the limit the
+  // automaton refuses and says so instead of growing without bound.
+  auto a = Compile("root ::= \"(\" root | \"(\" root \")\" | \"(\" root \"]\" | \"\"");
+  EXPECT_GE(a->Advance(a->start(), "(((("), 0);
+  EXPECT_EQ(a->Advance(a->start(), std::string(20, '(')), -1);
+  EXPECT_TRUE(a->stats().overflow);
+  EXPECT_TRUE(a->overflowed());
+}
+
 TEST(Grammar, MatchesWhatItDescribes) {
   auto a = Compile(R"(
 # a comment

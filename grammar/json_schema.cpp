@@ -19,7 +19,8 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-constexpr int kMaxDigits = 15;  // digits of an unbounded number's parts
+constexpr int kMaxDigits = 15;
+constexpr int kMaxSchemaDepth = 64;  // digits of an unbounded number's parts
 constexpr int64_t kMaxBound = 1'000'000'000'000'000'000;
 
 std::string Lit(std::string_view s) {
@@ -119,6 +120,7 @@ class Compiler {
   std::string p_;
   std::string text_;
   int count_ = 0;
+  int depth_ = 0;
   std::set<std::string> prims_;
   std::map<std::string, std::string> refs_;
 };
@@ -155,6 +157,14 @@ std::string Compiler::Prim(const std::string& which) {
 }
 
 Result<std::string> Compiler::Value(const Json& s, const std::string& ptr) {
+  // Nesting is bounded: the schema's depth is the compiler's recursion depth.
+  if (++depth_ > kMaxSchemaDepth) {
+    return Bad(ptr, fmt::format("the schema nests deeper than {} levels", kMaxSchemaDepth));
+  }
+  struct Leave {
+    int* d;
+    ~Leave() { --*d; }
+  } leave{&depth_};
   if (s.is_boolean()) {
     if (s.get<bool>()) return Any();
     return Bad(ptr, "the schema 'false' matches nothing");

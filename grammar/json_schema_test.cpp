@@ -175,6 +175,9 @@ TEST(JsonSchema, UnsupportedFeaturesAreNamed) {
   EXPECT_NE(Refusal(R"({"type": "integer", "multipleOf": 2})").find("'multipleOf' is not supported"),
             std::string::npos);
   EXPECT_NE(Refusal("false").find("matches nothing"), std::string::npos);
+  std::string deep = R"({"type": "string"})";
+  for (int i = 0; i < 200; ++i) deep = R"({"type": "array", "items": )" + deep + "}";
+  EXPECT_NE(Refusal(deep).find("nests deeper than 64 levels"), std::string::npos);
 }
 
 TEST(JsonSchema, JsonObjectMode) {

@@ -13,6 +13,7 @@ namespace {
 
 constexpr size_t kMaxStackDepth = 512;            // deeper nesting is refused
 constexpr int64_t kMaxStates = 2'000'000;         // beyond this a transition is refused
+constexpr size_t kMaxStacks = 4096;               // stacks in one state (an ambiguous grammar)
 constexpr int64_t kMaskCacheBytes = 512ll << 20;  // cached masks beyond this are dropped
 
 }  // namespace
@@ -103,7 +104,10 @@ int32_t Automaton::Intern(std::vector<Stack> stacks) {
     key.append(4, '\xff');
   }
   if (auto it = index_.find(key); it != index_.end()) return it->second;
-  if (static_cast<int64_t>(states_.size()) >= kMaxStates) return -1;
+  if (static_cast<int64_t>(states_.size()) >= kMaxStates || stacks.size() > kMaxStacks) {
+    overflow_ = true;
+    return -1;
+  }
   State st;
   const auto& el = g_->elements();
   for (const auto& s : stacks) {
@@ -164,6 +168,7 @@ bool Automaton::CanContinue(int32_t state) {
 Automaton::Stats Automaton::stats() {
   std::lock_guard<std::mutex> lock(mu_);
   Stats s = stats_;
+  s.overflow = overflow_;
   s.states = static_cast<int64_t>(states_.size());
   return s;
 }

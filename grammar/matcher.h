@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -81,8 +82,10 @@ class Automaton {
     int64_t masks_by_run = 0;    // masks from a counted run's token table instead of a full walk
     double walk_seconds = 0;     // all walks together
     double max_walk_seconds = 0;
+    bool overflow = false;  // a state grew past the limits (too many states, or stacks in one)
   };
   Stats stats();
+  bool overflowed() const { return overflow_.load(); }
 
  private:
   struct State {
@@ -116,6 +119,7 @@ class Automaton {
   std::unordered_map<std::string, int32_t> index_;
   std::unordered_map<int32_t, std::shared_ptr<const TokenMask>> masks_;
   int64_t mask_bytes_ = 0;
+  std::atomic<bool> overflow_{false};
   Stats stats_;
   std::array<int32_t, 256> walk_{};  // per depth: the state during a trie walk
   std::vector<std::unique_ptr<RunTable>> runs_;
