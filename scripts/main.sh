@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# fak's main job on a model it makes itself (nothing is downloaded): synthesize a random-weight model
-# at the Qwen2.5-0.5B geometry with the real Qwen tokenizer, generate text from a chat prompt, and
+# fak's main job on models it makes itself (nothing is downloaded): generate text, and JSON that
+# follows a schema, from the trained models/qwen3-20m (trained by tools/train on Debian's own texts);
+# then synthesize a random-weight model at the Qwen2.5-0.5B geometry with the real Qwen tokenizer and
 # benchmark prefill and decode, alone and for 8 and 32 sequences at once. Run scripts/setup.sh
-# first. FAK_MAIN_GEOMETRY / FAK_MAIN_TYPE change the model (e.g. qwen2.5-1.5b, q4_k_m).
+# first. FAK_MAIN_GEOMETRY / FAK_MAIN_TYPE change the benchmarked model (e.g. qwen2.5-1.5b, q4_k_m).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fak=./build/apps/fak/fak
@@ -15,12 +16,18 @@ if [ ! -f "$model" ]; then
   echo "== synthesizing $model"
   $fak synth --geometry "$geometry" --type "$type" -o "$model"
 fi
+trained=models/qwen3-20m/qwen3-20m-q8_0.gguf
+echo "== generating from a trained model ($trained, 20M parameters, Python sources and Debian docs)"
+$fak run -m "$trained" -p '"""Helpers for reading configuration files."""
+
+import os
+import sys
+
+
+def ' -n 96 --temp 0.8 --top-p 0.9 --repeat-penalty 1.1 --seed 3
+echo "== JSON constrained by a schema (bench/schemas/inventory.json)"
+$fak run -m "$trained" -p 'The warehouse inventory as JSON: ' -n 400 --json-schema bench/schemas/inventory.json
 $fak inspect "$model" | sed -n '1,12p'
-echo "== generating (random weights: the text is noise, the speed is real)"
-$fak run -m "$model" -p "<|im_start|>user
-Write a haiku about the sea.<|im_end|>
-<|im_start|>assistant
-" -n 48 --temp 0.7 --seed 1
 echo "== benchmark"
 $fak bench -m "$model" -p 128 -n 32 -r 3
 echo "== many sequences at once (aggregate tok/s through the batched runtime)"

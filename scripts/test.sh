@@ -43,5 +43,7 @@ echo "== fak serve through the official openai Python client"
 build/venv/bin/python tests/python/openai_client_test.py build/apps/fak/fak || rc=1
 echo "== constrained output (random JSON schemas, tool calls) through the openai client"
 build/venv/bin/python tests/python/constrained_test.py build/apps/fak/fak || rc=1
+build/venv/bin/python tests/python/constrained_test.py build/apps/fak/fak --schemas 60 \
+  --model models/qwen3-20m/qwen3-20m-q8_0.gguf || rc=1
 [ ${#failed[@]} -gt 0 ] && exit 1
 exit $rc

@@ -371,8 +371,9 @@ bool ParseTools(const Json& body, const ModelInfo& model, ApiRequest* out, Json*
   }
   bool parallel = true;
   if (!GetBool(body, "parallel_tool_calls", &parallel, err)) return false;
-  if (tools.empty() || choice == "none") return true;
-  *tools_out = body["tools"];
+  if (tools.empty()) return true;
+  *tools_out = body["tools"];  // offered to the template even with "none", as OpenAI and vLLM do
+  if (choice == "none") return true;
   out->parse_tool_calls = true;
   for (const auto& t : tools) out->tool_names.push_back(t.name);
   if (choice == "required" || choice == "named") {

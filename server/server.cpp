@@ -81,9 +81,9 @@ struct Call {
   // The client's share of new text: all of it, or what cannot begin a tool call.
   std::string Content(const std::string& text) { return tool_parser ? tool_parser->Push(text) : text; }
   // At the end: the held-back text and the tool calls.
-  std::string EndContent(std::vector<ToolCall>* calls) {
+  std::string EndContent(std::vector<ToolCall>* calls, bool truncated) {
     calls->clear();
-    return tool_parser ? tool_parser->Finish(calls) : std::string();
+    return tool_parser ? tool_parser->Finish(calls, truncated) : std::string();
   }
 
   // Latency metrics for the tokens of one delta.
@@ -344,9 +344,10 @@ void Server::Routes() {
       nlohmann::json out = call->Envelope(false);
       std::vector<ToolCall> calls;
       std::string content = call->Content(call->text);
-      content += call->EndContent(&calls);
+      content += call->EndContent(&calls, d.finish_reason == "length");
       nlohmann::json choice =
-          call->Choice(content, call->tokens, false, calls.empty() ? d.finish_reason : "tool_calls");
+          call->Choice(content, call->tokens, false,
+                       calls.empty() || d.finish_reason == "length" ? d.finish_reason : "tool_calls");
       if (!calls.empty()) {
         choice["message"]["tool_calls"] = ToolCallsJson(calls, false);
         if (content.empty()) choice["message"]["content"] = nullptr;
@@ -405,7 +406,7 @@ void Server::Routes() {
               call->metrics->ObserveDuration(
                   std::chrono::duration<double>(Clock::now() - call->handle->submitted()).count());
               std::vector<ToolCall> calls;
-              const std::string rest = call->EndContent(&calls);
+              const std::string rest = call->EndContent(&calls, d.finish_reason == "length");
               if (!rest.empty()) {
                 nlohmann::json chunk = call->Envelope(true);
                 chunk["choices"] = nlohmann::json::array({call->Choice(rest, {}, true, "")});
@@ -422,8 +423,9 @@ void Server::Routes() {
                 if (!write(chunk)) return gone();
               }
               nlohmann::json last = call->Envelope(true);
-              last["choices"] = nlohmann::json::array(
-                  {call->Choice("", {}, true, calls.empty() ? d.finish_reason : "tool_calls")});
+              last["choices"] = nlohmann::json::array({call->Choice(
+                  "", {}, true,
+                  calls.empty() || d.finish_reason == "length" ? d.finish_reason : "tool_calls")});
               if (!write(last)) return gone();
               if (call->include_usage) {
                 nlohmann::json u = call->Envelope(true);

@@ -160,16 +160,16 @@ std::string ToolCallParser::Push(const std::string& text) {
   return out;
 }
 
-std::string ToolCallParser::Finish(std::vector<ToolCall>* calls) {
+std::string ToolCallParser::Finish(std::vector<ToolCall>* calls, bool truncated) {
   std::string out = std::exchange(held_, "");
   calls->clear();
   if (!in_calls_) return out;
-  if (ParseCalls(call_text_, calls)) return out;
+  if (ParseCalls(call_text_, truncated, calls)) return out;
   calls->clear();
   return out + call_text_;
 }
 
-bool ToolCallParser::ParseCalls(const std::string& body, std::vector<ToolCall>* calls) const {
+bool ToolCallParser::ParseCalls(const std::string& body, bool truncated, std::vector<ToolCall>* calls) const {
   auto add = [&](const Json& j, const char* args_key) {
     if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
     const std::string name = j["name"].get<std::string>();
@@ -212,6 +212,7 @@ bool ToolCallParser::ParseCalls(const std::string& body, std::vector<ToolCall>* 
         const size_t close = body.find(kHermesClose, start);
         const std::string inner =
             body.substr(start, close == std::string::npos ? std::string::npos : close - start);
+        if (close == std::string::npos && truncated && !calls->empty()) break;  // cut off mid-call
         if (!add(Json::parse(Trim(inner)), "arguments")) return false;
         if (close == std::string::npos) break;
         pos = close + kHermesClose.size();

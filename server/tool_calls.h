@@ -54,11 +54,12 @@ class ToolCallParser {
   // Content that is final (text that might begin a tool call is held back).
   std::string Push(const std::string& text);
   // At the end: the held-back content and the calls. Text that looked like a call but does not parse
-  // (malformed JSON, an unknown tool) is returned as content.
-  std::string Finish(std::vector<ToolCall>* calls);
+  // (malformed JSON, an unknown tool) is returned as content. `truncated`: the reply was cut by its
+  // token limit, so a last hermes call left unfinished is dropped and the complete ones before it kept.
+  std::string Finish(std::vector<ToolCall>* calls, bool truncated = false);
 
  private:
-  bool ParseCalls(const std::string& body, std::vector<ToolCall>* calls) const;
+  bool ParseCalls(const std::string& body, bool truncated, std::vector<ToolCall>* calls) const;
 
   ToolFormat f_;
   std::vector<std::string> known_;

@@ -135,3 +135,26 @@ TEST(ToolCalls, FormatFromTheTemplate) {
 
 }  // namespace
 }  // namespace fak::server
+
+namespace fak::server {
+namespace {
+
+TEST(ToolCalls, ACutOffLastCallIsDroppedWhenTruncated) {
+  const std::string reply =
+      "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\" :\n    \"The "
+      "\"}}\n</tool_call>\n<tool_call>\n"
+      "{\"name\": \"get_t";
+  ToolCallParser p(ToolFormat::kHermes, kNames);
+  std::vector<ToolCall> calls;
+  EXPECT_EQ(p.Push(reply), "");
+  EXPECT_EQ(p.Finish(&calls, /*truncated=*/true), "");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].arguments, R"({"tz":"The "})");
+  ToolCallParser q(ToolFormat::kHermes, kNames);
+  q.Push(reply);
+  EXPECT_EQ(q.Finish(&calls, /*truncated=*/false), reply);  // not cut by the limit: malformed
+  EXPECT_TRUE(calls.empty());
+}
+
+}  // namespace
+}  // namespace fak::server
