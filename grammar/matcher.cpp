@@ -234,7 +234,7 @@ Automaton::RunTable* Automaton::Table(int32_t run) {
   // One walk from the boundary of X*: per token, the X it begins (a byte read at the boundary
   // begins one) or, when X* refuses one of its bytes, a place in the leaving trie.
   const TokenTrie& t = *trie_;
-  rt.k.assign(static_cast<size_t>(t.vocab_size_), -1);
+  std::vector<int16_t> begins(static_cast<size_t>(t.vocab_size_), -1);
   std::vector<std::string> leaving(static_cast<size_t>(t.vocab_size_));
   int64_t n_leaving = 0;
   std::array<int32_t, 256> count{};
@@ -261,13 +261,26 @@ Automaton::RunTable* Automaton::Table(int32_t run) {
     count[node.depth] = count[node.depth - 1u] + (from == rt.start ? 1 : 0);
     for (int32_t k = t.tok_begin_[static_cast<size_t>(i)]; k < t.tok_begin_[static_cast<size_t>(i) + 1];
          ++k) {
-      rt.k[static_cast<size_t>(t.tok_ids_[static_cast<size_t>(k)])] = static_cast<int16_t>(count[node.depth]);
+      begins[static_cast<size_t>(t.tok_ids_[static_cast<size_t>(k)])] =
+          static_cast<int16_t>(count[node.depth]);
     }
     ++i;
   }
   // Worth it when most tokens stay inside (a string's characters), not when most leave.
   rt.usable = !ambiguous && n_leaving < t.vocab_size_ / 4;
-  if (rt.usable) rt.leaving = std::make_unique<TokenTrie>(leaving, std::vector<int32_t>{});
+  if (!rt.usable) return slot.get();
+  rt.leaving = std::make_unique<TokenTrie>(leaving, std::vector<int32_t>{});
+  // Masks by the most X a token may begin: within[r] holds the tokens that begin r or fewer.
+  int16_t most = 0;
+  for (int16_t b : begins) most = std::max(most, b);
+  const size_t words = (static_cast<size_t>(t.vocab_size_) + 63) / 64;
+  rt.within.assign(static_cast<size_t>(most) + 1, TokenMask(words, 0));
+  for (size_t id = 0; id < begins.size(); ++id) {
+    if (begins[id] >= 0) rt.within[static_cast<size_t>(begins[id])][id >> 6] |= uint64_t{1} << (id & 63);
+  }
+  for (size_t r = 1; r < rt.within.size(); ++r) {
+    for (size_t w = 0; w < words; ++w) rt.within[r][w] |= rt.within[r - 1][w];
+  }
   return slot.get();
 }
 
@@ -339,13 +352,8 @@ bool Automaton::FastMask(int32_t state, TokenMask* mask) {
   for (int b = 0; b < 256; ++b) {
     if (other_first[static_cast<size_t>(b)] && rt->xfirst[static_cast<size_t>(b)]) return false;
   }
-  uint64_t* bits = mask->data();
-  const auto v = static_cast<size_t>(trie_->vocab_size_);
-  const int16_t* k = rt->k.data();
-  for (size_t id = 0; id < v; ++id) {
-    if (k[id] >= 0 && k[id] <= remaining) bits[id >> 6] |= uint64_t{1} << (id & 63);
-  }
-  WalkTrie(state, *rt->leaving, bits);
+  *mask = rt->within[std::min(static_cast<size_t>(remaining), rt->within.size() - 1)];
+  WalkTrie(state, *rt->leaving, mask->data());
   ++stats_.masks_by_run;
   return true;
 }

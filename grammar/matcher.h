@@ -100,7 +100,7 @@ class Automaton {
     int32_t start = -1;                  // X* between two X
     std::vector<Stack> tails;            // the stack tops of a fresh X, above the marker
     std::array<bool, 256> xfirst{};      // bytes that may begin an X
-    std::vector<int16_t> k;              // per token staying inside X*: the X it begins; -1 otherwise
+    std::vector<TokenMask> within;       // [r]: the tokens staying inside X* that begin at most r X
     std::unique_ptr<TokenTrie> leaving;  // the tokens X* refuses somewhere, checked exactly
   };
   RunTable* Table(int32_t run);                                      // mu_ held

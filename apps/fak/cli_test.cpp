@@ -174,6 +174,45 @@ TEST(FakCli, RunMatchesLlamaCppGreedyAndDumpsLogits) {
   EXPECT_EQ(fs::file_size(npy), 128 + 16u * 32000u * 4u);
 }
 
+// --json-schema and --grammar on the trained model: the output parses and follows the schema; a bad
+// grammar or schema is refused by name before anything is generated.
+TEST(FakCli, RunConstrainedOutput) {
+  const std::string model = "models/qwen3-20m/qwen3-20m-q8_0.gguf";
+  const fs::path schema = TempDir() / "schema.json";
+  std::ofstream(schema) << R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+      "n": {"type": "integer", "minimum": 1, "maximum": 9}, "ok": {"enum": [true, "maybe"]}},
+      "required": ["name", "n", "ok"], "additionalProperties": false})";
+  RunResult r =
+      RunFak("run -m " + model + " -p 'A record as JSON:' -n 200 -t 2 --json-schema " + schema.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("stop: grammar"), std::string::npos) << r.output;
+  const std::string text = r.output.substr(0, r.output.find("\nfak: prompt"));
+  auto j = nlohmann::json::parse(text);
+  EXPECT_EQ(j.size(), 3u);
+  EXPECT_LE(j["name"].get<std::string>().size(), 12u);
+  EXPECT_TRUE(j["n"].get<int>() >= 1 && j["n"].get<int>() <= 9);
+  EXPECT_TRUE(j["ok"] == true || j["ok"] == "maybe");
+  const fs::path g = TempDir() / "yn.gbnf";
+  std::ofstream(g) << "root ::= (\"yes\" | \"no\") \".\"\n";
+  RunResult yn = RunFak("run -m " + model + " -p 'Is it?' -n 20 -t 2 --grammar " + g.string());
+  ASSERT_EQ(yn.exit_code, 0) << yn.output;
+  EXPECT_TRUE(yn.output.rfind("yes.\n", 0) == 0 || yn.output.rfind("no.\n", 0) == 0) << yn.output;
+  const fs::path bad = TempDir() / "bad.gbnf";
+  std::ofstream(bad) << "root ::= answer\n";
+  RunResult b = RunFak("run -m " + model + " -p hi --grammar " + bad.string());
+  EXPECT_EQ(b.exit_code, 1);
+  EXPECT_NE(b.output.find("rule 'answer' is used but never defined"), std::string::npos) << b.output;
+  const fs::path unsupported = TempDir() / "unsupported.json";
+  std::ofstream(unsupported) << R"({"type": "array", "uniqueItems": true})";
+  RunResult u = RunFak("run -m " + model + " -p hi --json-schema " + unsupported.string());
+  EXPECT_EQ(u.exit_code, 1);
+  EXPECT_NE(u.output.find("'uniqueItems' is not supported"), std::string::npos) << u.output;
+  RunResult both =
+      RunFak("run -m " + model + " -p hi --json-schema " + schema.string() + " --grammar " + g.string());
+  EXPECT_EQ(both.exit_code, 1);
+  EXPECT_NE(both.output.find("not both"), std::string::npos) << both.output;
+}
+
 TEST(FakCli, RunBadInputExitsNonZero) {
   const std::string model = "../shared/fixtures/llamacpp-tiny/tiny-llama-q8_0.gguf";
   RunResult ctx = RunFak("run -m " + model + " -c 4 -p 'one two three four five six seven eight'");
