@@ -215,12 +215,12 @@ void Automaton::WalkMask(int32_t state, TokenMask* mask) {
 }
 
 Automaton::RunTable* Automaton::Table(int32_t run) {
-  if (runs_.empty()) runs_.resize(g_->runs().size());
-  auto& slot = runs_[static_cast<size_t>(run)];
+  // The table depends on X alone: runs of the same X (every string of a schema) share one.
+  const Grammar::Run& r = g_->runs()[static_cast<size_t>(run)];
+  auto& slot = runs_[r.x_rule];
   if (slot) return slot.get();
   slot = std::make_unique<RunTable>();
   RunTable& rt = *slot;
-  const Grammar::Run& r = g_->runs()[static_cast<size_t>(run)];
   std::vector<Stack> out, seen;
   for (int32_t alt : g_->alternatives(r.star_rule)) Expand(Stack{alt}, &out, &seen);
   rt.start = Intern(out);

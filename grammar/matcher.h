@@ -121,8 +121,8 @@ class Automaton {
   int64_t mask_bytes_ = 0;
   std::atomic<bool> overflow_{false};
   Stats stats_;
-  std::array<int32_t, 256> walk_{};  // per depth: the state during a trie walk
-  std::vector<std::unique_ptr<RunTable>> runs_;
+  std::array<int32_t, 256> walk_{};                              // per depth: the state during a trie walk
+  std::unordered_map<int32_t, std::unique_ptr<RunTable>> runs_;  // by the repeated rule X
   int32_t start_ = -1;
 };
 
