@@ -296,7 +296,7 @@ def check_refusals(client):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("fak")
-    ap.add_argument("--schemas", type=int, default=int(os.environ.get("FAK_SCHEMA_COUNT", "150")))
+    ap.add_argument("--schemas", type=int, default=int(os.environ.get("FAK_SCHEMA_COUNT", "200")))
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--model", default="")
     args = ap.parse_args()
