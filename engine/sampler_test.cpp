@@ -23,7 +23,8 @@ std::vector<double> Expected(const std::vector<float>& logits, const SamplingPar
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
   if (p.top_k > 0 && static_cast<size_t>(p.top_k) < order.size()) order.resize(static_cast<size_t>(p.top_k));
   std::vector<double> w;
-  for (int i : order) w.push_back(std::exp((logits[static_cast<size_t>(i)] - logits[order[0]]) / p.temperature));
+  for (int i : order)
+    w.push_back(std::exp((logits[static_cast<size_t>(i)] - logits[order[0]]) / p.temperature));
   const double sum = std::accumulate(w.begin(), w.end(), 0.0);
   size_t keep = w.size();
   if (p.min_p > 0) {
@@ -70,7 +71,8 @@ void ExpectDrawsFollow(const std::vector<float>& logits, const SamplingParams& p
   const double z = 3.0902;  // the 0.999 quantile of the standard normal
   const double k = df;
   const double limit = k * std::pow(1 - 2 / (9 * k) + z * std::sqrt(2 / (9 * k)), 3);
-  EXPECT_LT(chi2, limit) << "df " << df << " top_k " << p.top_k << " top_p " << p.top_p << " min_p " << p.min_p;
+  EXPECT_LT(chi2, limit) << "df " << df << " top_k " << p.top_k << " top_p " << p.top_p << " min_p "
+                         << p.min_p;
 }
 
 TEST(Sampler, DrawsFollowTheTruncatedSoftmax) {

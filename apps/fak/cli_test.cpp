@@ -213,6 +213,25 @@ TEST(FakCli, RunConstrainedOutput) {
   EXPECT_NE(both.output.find("not both"), std::string::npos) << both.output;
 }
 
+TEST(FakCli, PerplexityJsonAndRefusals) {
+  const std::string model = "models/qwen3-20m/qwen3-20m-q8_0.gguf";
+  RunResult r = RunFak("perplexity -m " + model +
+                       " -f tests/fixtures/text/heldout-debian.txt -c 128 --chunks 3 -t 2 "
+                       "--json --kl-base " +
+                       model);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  EXPECT_EQ(j["chunks"], 3);
+  EXPECT_EQ(j["scored"], 3 * 63);
+  EXPECT_GT(j["ppl"].get<double>(), 1.0);
+  EXPECT_EQ(j["top1_agreement"], 1.0);
+  EXPECT_NEAR(j["kl_mean"].get<double>(), 0.0, 1e-9);
+  RunResult shortt = RunFak("perplexity -m " + model + " -f models/qwen3-20m/README.md -c 4096 -t 2");
+  EXPECT_EQ(shortt.exit_code, 1);
+  EXPECT_NE(shortt.output.find("perplexity with a context of 4096 needs at least 8192"), std::string::npos)
+      << shortt.output;
+}
+
 TEST(FakCli, RunBadInputExitsNonZero) {
   const std::string model = "../shared/fixtures/llamacpp-tiny/tiny-llama-q8_0.gguf";
   RunResult ctx = RunFak("run -m " + model + " -c 4 -p 'one two three four five six seven eight'");

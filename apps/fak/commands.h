@@ -18,6 +18,7 @@ void RegisterServe(CLI::App& app, Context& ctx);
 void RegisterBench(CLI::App& app, Context& ctx);
 void RegisterSynth(CLI::App& app, Context& ctx);
 void RegisterQuantize(CLI::App& app, Context& ctx);
+void RegisterPerplexity(CLI::App& app, Context& ctx);
 
 // Prints "fak: <message>" on stderr and returns exit code 1 (the CLI's way of reporting a Status).
 int Fail(const std::string& message);

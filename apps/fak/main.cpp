@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   fak::cli::RegisterBench(app, ctx);
   fak::cli::RegisterSynth(app, ctx);
   fak::cli::RegisterQuantize(app, ctx);
+  fak::cli::RegisterPerplexity(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
