@@ -22,7 +22,8 @@ void LogSoftmax(std::span<const float> row, std::vector<double>* out) {
 
 Result<PerplexityResult> ComputePerplexity(Session& model, const std::vector<int32_t>& tokens,
                                            const PerplexityOptions& o, Session* base) {
-  if (o.ctx < 8) return InvalidArgument("the context for perplexity must be at least 8 tokens, not {}", o.ctx);
+  if (o.ctx < 8)
+    return InvalidArgument("the context for perplexity must be at least 8 tokens, not {}", o.ctx);
   if (o.ctx > model.max_context()) {
     return InvalidArgument("a context of {} is more than the session holds ({})", o.ctx, model.max_context());
   }
@@ -61,6 +62,7 @@ Result<PerplexityResult> ComputePerplexity(Session& model, const std::vector<int
     for (size_t j = first; j + 1 < ctx; ++j) {
       const int32_t next = chunk[j + 1];
       std::span<const float> row(logits.data() + j * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
+      if (o.on_scored_logits) FAK_RETURN_IF_ERROR(o.on_scored_logits(row));
       LogSoftmax(row, &lq);
       const double v = -lq[static_cast<size_t>(next)];
       nll += v;
@@ -68,7 +70,8 @@ Result<PerplexityResult> ComputePerplexity(Session& model, const std::vector<int
       chunk_nll += v;
       ++r.scored;
       if (base != nullptr) {
-        std::span<const float> brow(base_logits.data() + j * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
+        std::span<const float> brow(base_logits.data() + j * static_cast<size_t>(vocab),
+                                    static_cast<size_t>(vocab));
         LogSoftmax(brow, &lp);
         base_nll -= lp[static_cast<size_t>(next)];
         double d = 0;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "core/status.h"
@@ -21,6 +22,8 @@ struct PerplexityOptions {
   int32_t bos = -1;        // >= 0: the first token of each chunk becomes this (the model adds BOS)
   // After each chunk: chunks done, chunks in all, the running perplexity.
   std::function<void(int64_t, int64_t, double)> progress;
+  // The logits of every scored position, in order (a dump for comparison with another engine).
+  std::function<Status(std::span<const float>)> on_scored_logits;
 };
 
 struct PerplexityResult {

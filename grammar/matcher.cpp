@@ -11,10 +11,10 @@ namespace fak::grammar {
 
 namespace {
 
-constexpr size_t kMaxStackDepth = 512;            // deeper nesting is refused
-constexpr int64_t kMaxStates = 2'000'000;         // beyond this a transition is refused
-constexpr size_t kMaxStacks = 4096;               // stacks in one state (an ambiguous grammar)
-constexpr int64_t kMaskCacheBytes = 512ll << 20;  // cached masks beyond this are dropped
+constexpr size_t kMaxStackDepth = 512;           // deeper nesting is refused
+constexpr int64_t kMaxStates = 200'000;          // beyond this a transition is refused (1 KiB each)
+constexpr size_t kMaxStacks = 4096;              // stacks in one state (an ambiguous grammar)
+constexpr int64_t kMaskCacheBytes = 64ll << 20;  // cached masks beyond this are dropped (per grammar)
 
 }  // namespace
 
