@@ -6,6 +6,9 @@ AdamW, warmup then cosine decay. Stops at --minutes (or --steps) and saves a res
 
   python3 tools/train/train.py --arch qwen3 --tokenizer tokenizer.json --data DATA --out OUT \
       [--hidden 128 --layers 4 --heads 4 --kv-heads 2 --head-dim 32 --ffn 384] [--minutes 6]
+  python3 tools/train/train.py --arch llama --tokenizer tokenizer.model --vocab 32000 --bos 1 --eos 2 ...
+
+A tokenizer.model is a SentencePiece model (Llama 2's); a tokenizer.json is read with `tokenizers`.
 """
 import argparse
 import gzip
@@ -17,6 +20,20 @@ import time
 import torch
 import transformers
 from tokenizers import Tokenizer
+
+
+class SentencePiece:
+    """A SentencePiece model (tokenizer.model) behind the `tokenizers` calls tokenize() makes."""
+
+    def __init__(self, path):
+        import sentencepiece
+        self.sp = sentencepiece.SentencePieceProcessor(model_file=path)
+
+    def encode_batch(self, pieces, add_special_tokens=False):
+        class Enc:
+            def __init__(self, ids):
+                self.ids = ids
+        return [Enc(ids) for ids in self.sp.encode(pieces)]
 
 
 def tokenize(tok, path, eos):
@@ -62,7 +79,7 @@ def main():
     torch.manual_seed(args.seed)
     dev = "cuda"
 
-    tok = Tokenizer.from_file(args.tokenizer)
+    tok = SentencePiece(args.tokenizer) if args.tokenizer.endswith(".model") else Tokenizer.from_file(args.tokenizer)
     t0 = time.time()
     train = tokenize(tok, os.path.join(args.data, "corpus.txt.gz"), args.eos)
     held = tokenize(tok, os.path.join(args.data, "heldout.txt.gz"), args.eos)
