@@ -103,5 +103,23 @@ TEST(Perplexity, TrainedModelMatchesLlamaPerplexity) {
   EXPECT_NEAR(r->ppl, 30.7048, 30.7048 * 0.005);
 }
 
+// The Llama model with the SentencePiece tokenizer (BOS first in each chunk): llama-perplexity gives
+// 9.4556 on the first 16 chunks (tests/fixtures/text/README.md).
+TEST(Perplexity, TrainedLlamaModelMatchesLlamaPerplexity) {
+  Loaded l = Load("models/llama-11m/llama-11m-q8_0.gguf");
+  auto text = ReadFileToString("tests/fixtures/text/heldout-debian.txt");
+  ASSERT_TRUE(text.ok());
+  auto ids = l.tokenizer->Encode(*text, EncodeOptions{.add_special = true, .parse_special = false});
+  ASSERT_TRUE(ids.ok());
+  ASSERT_TRUE(l.tokenizer->spec().add_bos);
+  PerplexityOptions o;
+  o.ctx = 256;
+  o.max_chunks = 16;
+  o.bos = l.tokenizer->bos_id();
+  auto r = ComputePerplexity(*l.session, *ids, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_NEAR(r->ppl, 9.4556, 9.4556 * 0.005);
+}
+
 }  // namespace
 }  // namespace fak
