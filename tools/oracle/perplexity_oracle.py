@@ -42,10 +42,14 @@ def main():
     model = transformers.AutoModelForCausalLM.from_pretrained(args.hf, dtype=torch.float32)
     model.eval()
     c, first = args.c, args.c // 2
+    # As fak perplexity (and llama-perplexity): when the tokenizer adds BOS, each chunk starts with it.
+    bos = model.config.bos_token_id if ids and ids[0] == model.config.bos_token_id else None
     cos, agree, nll, rows = [], 0, 0.0, 0
     with torch.no_grad():
         for k in range(fak["chunks"]):
             chunk = ids[k * c:(k + 1) * c]
+            if bos is not None:
+                chunk = [bos] + chunk[1:]
             logits = model(input_ids=torch.tensor([chunk])).logits[0].double().numpy()
             for j in range(first, c - 1):
                 a = logits[j]
