@@ -22,8 +22,9 @@ void LogSoftmax(std::span<const float> row, std::vector<double>* out) {
 
 Result<PerplexityResult> ComputePerplexity(Session& model, const std::vector<int32_t>& tokens,
                                            const PerplexityOptions& o, Session* base) {
-  if (o.ctx < 8)
+  if (o.ctx < 8) {
     return InvalidArgument("the context for perplexity must be at least 8 tokens, not {}", o.ctx);
+  }
   if (o.ctx > model.max_context()) {
     return InvalidArgument("a context of {} is more than the session holds ({})", o.ctx, model.max_context());
   }
