@@ -25,8 +25,9 @@ import sys
 
 
 def ' -n 96 --temp 0.8 --top-p 0.9 --repeat-penalty 1.1 --seed 3
-echo "== JSON constrained by a schema (bench/schemas/inventory.json)"
-$fak run -m "$trained" -p 'The warehouse inventory as JSON: ' -n 400 --json-schema bench/schemas/inventory.json
+echo "== JSON constrained by a schema (bench/schemas/package.json)"
+$fak run -m "$trained" -p 'Package: python3-minimal
+As JSON: ' -n 300 --json-schema bench/schemas/package.json --temp 0.7 --seed 1
 $fak inspect "$model" | sed -n '1,12p'
 echo "== benchmark"
 $fak bench -m "$model" -p 128 -n 32 -r 3
