@@ -1,5 +1,7 @@
 #include "grammar/grammar.h"
 
+#include "tokenizer/unicode.h"
+
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -17,24 +19,6 @@ constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 
 using Seq = std::vector<Element>;
 using Range = std::pair<uint32_t, uint32_t>;  // code points, inclusive
-
-void AppendUtf8(std::string* out, uint32_t cp) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
 
 // A code point range as alternatives of UTF-8 byte-range sequences (the split that keeps every
 // sequence a product of byte ranges).
@@ -68,8 +52,8 @@ void Utf8Sequences(uint32_t lo, uint32_t hi, std::vector<std::vector<Range>>* ou
     }
   }
   std::string a, b;
-  AppendUtf8(&a, lo);
-  AppendUtf8(&b, hi);
+  AppendUtf8(lo, &a);
+  AppendUtf8(hi, &b);
   std::vector<Range> seq;
   for (size_t k = 0; k < a.size(); ++k) {
     seq.emplace_back(static_cast<unsigned char>(a[k]), static_cast<unsigned char>(b[k]));
@@ -509,7 +493,7 @@ class Parser {
         }
         auto cp = Char();
         if (!cp.ok()) return cp.status();
-        AppendUtf8(&bytes, *cp);
+        AppendUtf8(*cp, &bytes);
       }
       Seq seq;
       for (unsigned char ch : bytes) {
@@ -599,15 +583,8 @@ class Parser {
         default: return Error(fmt::format("unknown escape '\\{}'", e));
       }
     }
-    int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (len == 0 || pos_ + static_cast<size_t>(len) > s_.size()) return Error("invalid UTF-8 in the grammar");
-    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
-    for (int i = 1; i < len; ++i) {
-      const auto d = static_cast<unsigned char>(s_[pos_ + static_cast<size_t>(i)]);
-      if ((d & 0xC0) != 0x80) return Error("invalid UTF-8 in the grammar");
-      cp = (cp << 6) | (d & 0x3F);
-    }
-    pos_ += static_cast<size_t>(len);
+    if (ValidUtf8PrefixLength(s_.substr(pos_, 4)) == 0) return Error("invalid UTF-8 in the grammar");
+    const uint32_t cp = DecodeUtf8(s_, &pos_);
     return cp;
   }
 

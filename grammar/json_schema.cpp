@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "grammar/grammar.h"
+#include "tokenizer/unicode.h"
 
 namespace fak::grammar {
 
@@ -703,13 +704,8 @@ class RegexLowering {
   }
 
   Result<uint32_t> CodePoint() {
-    const auto c = static_cast<unsigned char>(re_[pos_]);
-    const int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (len == 0 || pos_ + static_cast<size_t>(len) > re_.size()) return Fail("invalid UTF-8");
-    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
-    for (int i = 1; i < len; ++i)
-      cp = (cp << 6) | (static_cast<unsigned char>(re_[pos_ + static_cast<size_t>(i)]) & 0x3F);
-    pos_ += static_cast<size_t>(len);
+    if (ValidUtf8PrefixLength(re_.substr(pos_, 4)) == 0) return Fail("invalid UTF-8");
+    const uint32_t cp = DecodeUtf8(re_, &pos_);
     return cp;
   }
 
