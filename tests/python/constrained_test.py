@@ -21,14 +21,13 @@ import concurrent.futures
 import json
 import os
 import random
-import re
 import string
 import subprocess
 import tempfile
-import time
 
 import jsonschema
 import openai
+from fak_server import start_server
 
 WORDS = ["id", "name", "count", "price", "tags", "owner", "kind", "é_key", "with space", 'q"uote', "nested",
          "items", "flag", "level", "note"]
@@ -119,22 +118,6 @@ class Gen:
         if kind == "types":
             return {"type": r.sample(["string", "integer", "boolean", "null"], 2)}
         raise AssertionError(kind)
-
-
-def start_server(fak, model, tmp):
-    proc = subprocess.Popen([fak, "serve", "-m", model, "--port", "0", "-t", "2", "-c", "1024", "--alias", "tiny",
-                             "--parallel", "8"], stdout=subprocess.PIPE, text=True)
-    port = None
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        line = proc.stdout.readline()
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
-        if m:
-            port = int(m.group(1))
-        if "fak serve: ready" in line:
-            break
-    assert port, "the server did not start"
-    return proc, port
 
 
 def check_schemas(client, n, seed):
@@ -306,7 +289,7 @@ def main():
         model = os.path.join(tmp, "tiny.gguf")
         subprocess.run([args.fak, "synth", "-g", "tiny", "-t", "q8_0", "--threads", "2", "-o", model], check=True,
                        stdout=subprocess.DEVNULL)
-    proc, port = start_server(args.fak, model, tmp)
+    proc, port = start_server(args.fak, model, "-c", "1024", "--parallel", "8")
     try:
         client = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % port, api_key="none", max_retries=0, timeout=120)
         check_refusals(client)

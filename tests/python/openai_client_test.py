@@ -5,13 +5,12 @@ strings, seeds, usage and logprobs. Starts the real server on a free 127.0.0.1 p
   build/venv/bin/python tests/python/openai_client_test.py FAK_BINARY
 """
 import os
-import re
 import subprocess
 import sys
 import tempfile
-import time
 
 import openai
+from fak_server import start_server
 
 
 def main():
@@ -20,19 +19,8 @@ def main():
     model = os.path.join(tmp, "tiny.gguf")
     subprocess.run([fak, "synth", "-g", "tiny", "-t", "q8_0", "--threads", "2", "-o", model], check=True,
                    stdout=subprocess.DEVNULL)
-    proc = subprocess.Popen([fak, "serve", "-m", model, "--port", "0", "-t", "2", "-c", "512", "--alias", "tiny",
-                             "--api-key", "k1"], stdout=subprocess.PIPE, text=True)
+    proc, port = start_server(fak, model, "-c", "512", "--api-key", "k1")
     try:
-        port = None
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            line = proc.stdout.readline()
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
-            if m:
-                port = int(m.group(1))
-            if "fak serve: ready" in line:
-                break
-        assert port, "the server did not start"
         client = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % port, api_key="k1", max_retries=0)
         assert [m.id for m in client.models.list().data] == ["tiny"]
 
