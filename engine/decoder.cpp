@@ -88,6 +88,9 @@ Result<std::string> RequestDecoder::Step(std::span<float> logits) {
         matcher_.reset();  // the token ran past the trigger into text the grammar refuses: stay free
         limits_.grammar.reset();
       }
+    } else if (scanned_.size() >= limits_.grammar_trigger.size()) {
+      // Only text that may still begin the trigger is kept.
+      scanned_.erase(0, scanned_.size() - (limits_.grammar_trigger.size() - 1));
     }
   }
   // A stop string ends the text before it.

@@ -61,7 +61,7 @@ class RequestDecoder {
   std::string pending_;  // decoded but not yet final (may begin a stop string)
   std::string stop_reason_;
   std::unique_ptr<grammar::Matcher> matcher_;  // null: unconstrained, or the trigger has not appeared
-  std::string scanned_;                        // output text while waiting for the trigger
+  std::string scanned_;                        // the output's last bytes while waiting for the trigger
   int32_t next_ = -1;
   uint64_t step_ = 0;
 };

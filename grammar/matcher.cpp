@@ -58,18 +58,18 @@ TokenTrie::TokenTrie(const std::vector<std::string>& pieces, std::vector<int32_t
 
 Automaton::Automaton(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie)
     : g_(std::move(grammar)), trie_(std::move(trie)) {
-  std::vector<Stack> out, seen;
+  std::vector<Stack> out;
+  std::set<Stack> seen;
   for (int32_t alt : g_->alternatives(g_->root())) Expand(Stack{alt}, &out, &seen);
   std::lock_guard<std::mutex> lock(mu_);
   start_ = Intern(std::move(out));
 }
 
-void Automaton::Expand(Stack stack, std::vector<Stack>* out, std::vector<Stack>* seen) const {
+void Automaton::Expand(Stack stack, std::vector<Stack>* out, std::set<Stack>* seen) const {
   const auto& el = g_->elements();
   while (true) {
     if (stack.size() > kMaxStackDepth) return;
-    if (std::find(seen->begin(), seen->end(), stack) != seen->end()) return;
-    seen->push_back(stack);
+    if (!seen->insert(stack).second) return;
     if (stack.empty()) {
       out->push_back(stack);
       return;
@@ -132,7 +132,8 @@ int32_t Automaton::Next(int32_t state, uint8_t byte) {
   int32_t result = -1;
   if (states_[static_cast<size_t>(state)].first[byte]) {
     const auto& el = g_->elements();
-    std::vector<Stack> out, seen;
+    std::vector<Stack> out;
+    std::set<Stack> seen;
     for (const auto& s : states_[static_cast<size_t>(state)].stacks) {
       if (s.empty() || !g_->byte_set(el[static_cast<size_t>(s.back())].value)[byte]) continue;
       Stack t = s;
@@ -221,7 +222,8 @@ Automaton::RunTable* Automaton::Table(int32_t run) {
   if (slot) return slot.get();
   slot = std::make_unique<RunTable>();
   RunTable& rt = *slot;
-  std::vector<Stack> out, seen;
+  std::vector<Stack> out;
+  std::set<Stack> seen;
   for (int32_t alt : g_->alternatives(r.star_rule)) Expand(Stack{alt}, &out, &seen);
   rt.start = Intern(out);
   if (rt.start < 0) return slot.get();
@@ -341,7 +343,8 @@ bool Automaton::FastMask(int32_t state, TokenMask* mask) {
   // What follows the run (and the other stacks) must not begin like an X: then a token's bytes that
   // X* accepts can only be read by the run.
   for (const auto& prefix : seen_prefix) {
-    std::vector<Stack> out, seen;
+    std::vector<Stack> out;
+    std::set<Stack> seen;
     Expand(prefix, &out, &seen);
     for (const auto& s : out) {
       if (s.empty()) continue;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -108,7 +109,7 @@ class Automaton {
   void WalkTrie(int32_t state, const TokenTrie& t, uint64_t* bits);  // mu_ held
   int32_t Intern(std::vector<Stack> stacks);
   int32_t Next(int32_t state, uint8_t byte);  // mu_ held
-  void Expand(Stack stack, std::vector<Stack>* out, std::vector<Stack>* seen) const;
+  void Expand(Stack stack, std::vector<Stack>* out, std::set<Stack>* seen) const;
   void WalkMask(int32_t state, TokenMask* mask);  // mu_ held
 
   std::shared_ptr<const Grammar> g_;
