@@ -1,8 +1,10 @@
 // The forward pass against llama.cpp's own outputs on the llamacpp-tiny GGUF files: last-position
-// logits (cosine) and 16 greedy tokens, for F16, Q8_0, Q4_K_M and Q6_K.
+// logits (cosine) and teacher-forced agreement with its 16 greedy tokens, for F16, Q8_0, Q4_K_M and Q6_K.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -28,13 +30,27 @@ double Cosine(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // llama.cpp's CPU flash attention accumulates V in f16; on quantized models the next matmul quantizes
-// its activations to 8 bits, which turns those last-digit differences into a few flipped quanta, so a
-// random tiny model's greedy path can part from llama.cpp's after some tokens. The f16 model runs
-// without activation quantization and matches exactly; quantized ones match within stated bounds.
+// its activations to 8 bits, which turns those last-digit differences into a few flipped quanta, so on
+// a random tiny model (top-1/top-2 margins of hundredths of a logit) greedy paths part after a near-tie
+// and whole-continuation equality measures luck, not correctness. The test therefore teacher-forces:
+// fak is shown llama.cpp's recorded continuation and must pick llama.cpp's token at each of the 80
+// steps (5 prompts x 16), except at near-ties, and the margin by which it prefers its own token at
+// every disagreement is bounded.
+//
+// The bounds come from llama.cpp's own noise floor: the same tool run with flash attention off, scored
+// against the recorded continuations (flash attention on), on llama.cpp commit 0c1e570 (2 threads):
+//   f16 80/80, q8_0 75/80 (largest margin at a disagreement 0.054), q4_k_m 78/80 (0.019),
+//   q6_k 76/80 (0.055).
+// fak must agree at least as often as llama.cpp with itself, less two steps (one such comparison is a
+// single draw of that noise), and never prefer its own token by more than 0.1 logits (about twice the
+// floor's largest margin; a wrong kernel or layout gives margins of whole logits and agreement far
+// below). Measured for fak when this test was written: 75/80 (0.033), 78/80 (0.048), 74/80 (0.095).
+// The f16 model runs without activation quantization and must agree at every step.
 struct Case {
   const char* type;
   double min_cosine;
-  int min_greedy_match;  // prompts (of 5) whose 16 greedy tokens equal llama.cpp's
+  int min_forced_agreement;  // of 80 teacher-forced steps
+  float max_margin;          // fak's top logit minus its logit for llama.cpp's token, at a disagreement
 };
 
 class TinyLlama : public ::testing::TestWithParam<Case> {};
@@ -47,7 +63,8 @@ TEST_P(TinyLlama, MatchesLlamaCpp) {
   ASSERT_TRUE(rt.ok()) << rt.status().ToString();
   auto session = Session::Create(**rt);
   ASSERT_TRUE(session.ok());
-  int greedy_match = 0;
+  int agree = 0, steps = 0;
+  float worst_margin = 0.0f;
   for (int p = 1; p <= 5; ++p) {
     SCOPED_TRACE(std::string(c.type) + " prompt " + std::to_string(p));
     std::ifstream in(std::string(kDir) + "/expected/" + c.type + "-p" + std::to_string(p) + ".json");
@@ -62,21 +79,28 @@ TEST_P(TinyLlama, MatchesLlamaCpp) {
     std::vector<float> logits(static_cast<size_t>(s.vocab_size()));
     ASSERT_TRUE(s.Prefill(prompt, logits.data()).ok());
     EXPECT_GE(Cosine(logits, ref->data), c.min_cosine);
-    EXPECT_EQ(Argmax(logits), Argmax(ref->data));
-    std::vector<int32_t> got;
     for (size_t i = 0; i < want.size(); ++i) {
-      got.push_back(Argmax(logits));
-      ASSERT_TRUE(s.Step(got.back(), logits.data()).ok());
+      const int32_t mine = Argmax(logits);
+      ++steps;
+      if (mine == want[i]) {
+        ++agree;
+      } else {
+        const float margin = logits[static_cast<size_t>(mine)] - logits[static_cast<size_t>(want[i])];
+        worst_margin = std::max(worst_margin, margin);
+        EXPECT_LE(margin, c.max_margin)
+            << "step " << i << ": fak picks " << mine << ", llama.cpp " << want[i];
+      }
+      ASSERT_TRUE(s.Step(want[i], logits.data()).ok());  // teacher forcing: continue with llama.cpp's token
     }
-    if (got == want) ++greedy_match;
-    EXPECT_EQ(got[0], want[0]);
   }
-  EXPECT_GE(greedy_match, c.min_greedy_match);
+  std::printf("%s: teacher-forced agreement %d/%d, largest margin at a disagreement %.4f\n", c.type, agree,
+              steps, worst_margin);
+  EXPECT_GE(agree, c.min_forced_agreement);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, TinyLlama,
-                         ::testing::Values(Case{"f16", 0.9999, 5}, Case{"q8_0", 0.9995, 2},
-                                           Case{"q4_k_m", 0.999, 1}, Case{"q6_k", 0.999, 1}),
+                         ::testing::Values(Case{"f16", 0.9999, 80, 0.0f}, Case{"q8_0", 0.9995, 73, 0.1f},
+                                           Case{"q4_k_m", 0.999, 76, 0.1f}, Case{"q6_k", 0.999, 74, 0.1f}),
                          [](const auto& info) { return std::string(info.param.type); });
 
 TEST(Session, ChunkedPrefillEqualsOneShotAndDecode) {

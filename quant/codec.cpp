@@ -63,7 +63,7 @@ Status QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n) {
     case GgmlType::kF32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); break;
     case GgmlType::kF16: QuantizeRowF16(src, static_cast<uint16_t*>(dst), n); break;
     case GgmlType::kBF16: QuantizeRowBf16(src, static_cast<uint16_t*>(dst), n); break;
-    case GgmlType::kQ8_0: QuantizeRowQ8_0(src, static_cast<BlockQ8_0*>(dst), n); break;
+    case GgmlType::kQ8_0: QuantizeWeightsQ8_0(src, static_cast<BlockQ8_0*>(dst), n); break;
     case GgmlType::kQ4_K: QuantizeRowQ4_K(src, static_cast<BlockQ4_K*>(dst), n); break;
     case GgmlType::kQ6_K: QuantizeRowQ6_K(src, static_cast<BlockQ6_K*>(dst), n); break;
     case GgmlType::kQ8_K: QuantizeRowQ8_K(src, static_cast<BlockQ8_K*>(dst), n); break;

@@ -9,45 +9,72 @@
 namespace fak {
 namespace {
 
-// Fits x[0..32) ~ scale * q - min with q in [0, 15] and min >= 0, trying a small grid of ranges around
-// [lo, hi] and keeping the one with the lowest squared error.
-void FitSubBlock(const float* x, float* scale, float* min) {
+// Fits x[0..32) ~ scale * q + offset with q in [0, 15] and offset <= 0, minimizing the error weighted
+// by w. Starts from the full range [min(x, 0), max(x)], then tries 21 slightly different step counts
+// (14 to 16 steps over the range); for each it rounds, solves the weighted least-squares line through
+// the rounded levels in closed form (offset pinned to 0 when it comes out positive) and keeps the fit
+// with the lowest weighted squared error. This is the search llama.cpp's reference quantizer runs, in
+// the same order of float operations, so that files match llama-quantize's byte for byte. Writes the
+// chosen levels to q and -offset to *min; returns the scale.
+float FitSubBlock(const float* x, const float* w, uint8_t* q, float* min) {
+  constexpr int kN = 32, kMaxLevel = 15, kSteps = 20;
+  constexpr float kFirstDelta = -1.0f, kDeltaStep = 0.1f;
   float lo = x[0], hi = x[0];
-  for (int i = 1; i < 32; ++i) {
+  float sum_w = w[0];
+  float sum_x = sum_w * x[0];
+  for (int i = 1; i < kN; ++i) {
     lo = std::min(lo, x[i]);
     hi = std::max(hi, x[i]);
+    sum_w += w[i];
+    sum_x += w[i] * x[i];
   }
   lo = std::min(lo, 0.0f);
-  if (hi <= lo) {
-    *scale = 0.0f;
+  if (hi == lo) {
+    std::fill(q, q + kN, uint8_t{0});
     *min = -lo;
-    return;
+    return 0.0f;
   }
-  float best_err = INFINITY, best_scale = (hi - lo) / 15.0f, best_lo = lo;
-  for (int step = 0; step <= 16; ++step) {
-    // Shrink the range from either side: clipping a few outliers often lowers the total error.
-    for (int side = 0; side < 2; ++side) {
-      const float shrink = 1.0f - 0.02f * static_cast<float>(step);
-      const float l = side == 0 ? lo : lo * shrink;
-      const float h = side == 0 ? hi * shrink : hi;
-      if (h <= l) continue;
-      const float s = (h - l) / 15.0f;
-      const float is = 1.0f / s;
-      float err = 0.0f;
-      for (int i = 0; i < 32; ++i) {
-        const float q = std::clamp(RoundHalfEven((x[i] - l) * is), 0.0f, 15.0f);
-        const float e = s * q + l - x[i];
-        err += e * e;
-      }
-      if (err < best_err) {
-        best_err = err;
-        best_scale = s;
-        best_lo = l;
-      }
+  float inv = kMaxLevel / (hi - lo);
+  float scale = 1 / inv;
+  float best_err = 0.0f;
+  for (int i = 0; i < kN; ++i) {
+    q[i] = static_cast<uint8_t>(std::clamp(NearestInt(inv * (x[i] - lo)), 0, kMaxLevel));
+    const float diff = scale * q[i] + lo - x[i];
+    best_err += w[i] * (diff * diff);
+  }
+  uint8_t trial[kN];
+  for (int step = 0; step <= kSteps; ++step) {
+    inv = (kFirstDelta + kDeltaStep * step + kMaxLevel) / (hi - lo);
+    float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
+    for (int i = 0; i < kN; ++i) {
+      const int l = std::clamp(NearestInt(inv * (x[i] - lo)), 0, kMaxLevel);
+      trial[i] = static_cast<uint8_t>(l);
+      sum_l += w[i] * l;
+      sum_l2 += w[i] * l * l;
+      sum_xl += w[i] * l * x[i];
+    }
+    const float det = sum_w * sum_l2 - sum_l * sum_l;
+    if (!(det > 0.0f)) continue;
+    float s = (sum_w * sum_xl - sum_x * sum_l) / det;
+    float offset = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+    if (offset > 0.0f) {
+      offset = 0.0f;
+      s = sum_xl / sum_l2;
+    }
+    float err = 0.0f;
+    for (int i = 0; i < kN; ++i) {
+      const float diff = s * trial[i] + offset - x[i];
+      err += w[i] * (diff * diff);
+    }
+    if (err < best_err) {
+      std::copy(trial, trial + kN, q);
+      best_err = err;
+      scale = s;
+      lo = offset;
     }
   }
-  *scale = best_scale;
-  *min = -best_lo;
+  *min = -lo;
+  return scale;
 }
 
 }  // namespace
@@ -56,37 +83,46 @@ void QuantizeRowQ4_K(const float* x, BlockQ4_K* y, int64_t n) {
   const int64_t nb = n / kQK_K;
   for (int64_t b = 0; b < nb; ++b) {
     const float* xb = x + b * kQK_K;
+    uint8_t q[kQK_K];
     float scale[8], min[8];
     float max_scale = 0.0f, max_min = 0.0f;
     for (int j = 0; j < 8; ++j) {
-      FitSubBlock(xb + 32 * j, &scale[j], &min[j]);
-      max_scale = std::max(max_scale, scale[j]);
-      max_min = std::max(max_min, min[j]);
+      // Weights favour the larger values of the sub-block: w_i = rms(x) + |x_i|.
+      const float* xs = xb + 32 * j;
+      float sum_x2 = 0.0f;
+      for (int i = 0; i < 32; ++i) sum_x2 += xs[i] * xs[i];
+      const float rms = std::sqrt(sum_x2 / 32);
+      float w[32];
+      for (int i = 0; i < 32; ++i) w[i] = rms + std::fabs(xs[i]);
+      scale[j] = FitSubBlock(xs, w, q + 32 * j, &min[j]);
+      if (scale[j] > max_scale) max_scale = scale[j];
+      if (min[j] > max_min) max_min = min[j];
     }
-    const float d = max_scale / 63.0f, dmin = max_min / 63.0f;
     BlockQ4_K& out = y[b];
-    out.d = Fp32ToFp16(d);
-    out.dmin = Fp32ToFp16(dmin);
-    const float dq = Fp16ToFp32(out.d), dminq = Fp16ToFp32(out.dmin);
+    const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+    const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
     uint8_t sc[8], m[8];
     for (int j = 0; j < 8; ++j) {
-      sc[j] = static_cast<uint8_t>(dq > 0 ? std::clamp(std::nearbyint(scale[j] / dq), 0.0f, 63.0f) : 0);
-      m[j] = static_cast<uint8_t>(dminq > 0 ? std::clamp(std::nearbyint(min[j] / dminq), 0.0f, 63.0f) : 0);
+      // A negative fit wraps like an unsigned byte and saturates at 63, as in llama.cpp.
+      sc[j] = std::min<uint8_t>(63, static_cast<uint8_t>(NearestInt(inv_scale * scale[j])));
+      m[j] = std::min<uint8_t>(63, static_cast<uint8_t>(NearestInt(inv_min * min[j])));
     }
     for (int j = 0; j < 4; ++j) {
       out.scales[j] = static_cast<uint8_t>(sc[j] | ((sc[j + 4] >> 4) << 6));
       out.scales[j + 4] = static_cast<uint8_t>(m[j] | ((m[j + 4] >> 4) << 6));
       out.scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | ((m[j + 4] & 0xF) << 4));
     }
-    // Quantize with the scales as they will be decoded.
-    uint8_t q[kQK_K];
+    out.d = Fp32ToFp16(max_scale / 63.0f);
+    out.dmin = Fp32ToFp16(max_min / 63.0f);
+    // Requantize with the scales as they will be decoded; a sub-block whose decoded scale is zero
+    // keeps the levels of its fit.
+    const float dq = Fp16ToFp32(out.d), dminq = Fp16ToFp32(out.dmin);
     for (int j = 0; j < 8; ++j) {
-      const float s = dq * static_cast<float>(sc[j]);
-      const float mn = dminq * static_cast<float>(m[j]);
-      const float is = s != 0.0f ? 1.0f / s : 0.0f;
+      const float s = dq * sc[j];
+      if (s == 0.0f) continue;
+      const float mn = dminq * m[j];
       for (int i = 0; i < 32; ++i) {
-        const float v = RoundHalfEven((xb[32 * j + i] + mn) * is);
-        q[32 * j + i] = static_cast<uint8_t>(std::clamp(v, 0.0f, 15.0f));
+        q[32 * j + i] = static_cast<uint8_t>(std::clamp(NearestInt((xb[32 * j + i] + mn) / s), 0, 15));
       }
     }
     for (int c = 0; c < 4; ++c) {

@@ -111,9 +111,10 @@ TEST(RoundHalfEven, EqualsNearbyint) {
   }
 }
 
-// The quantizer's bytes for a fixed input, recorded before its rounding moved off std::nearbyint: the
-// format only fixes decoding, so this pins fak's own choice of blocks (files written by `fak quantize`
-// and `fak synth` stay byte-identical).
+// The quantizer's bytes for a fixed input, including an all-zero block, a block of few distinct values
+// and an outlier. GgufQuantize.BytesEqualLlamaQuantize shows these bytes equal llama-quantize's on real
+// tensors; this pin keeps them in the builds that have no fixtures (the arm64 cross build) and keeps
+// files written by `fak quantize` and `fak synth` byte-identical from one version to the next.
 TEST(Q4_K, QuantizerBytesArePinned) {
   std::mt19937 rng(77);
   std::normal_distribution<float> normal(0.0f, 0.02f);
@@ -128,7 +129,7 @@ TEST(Q4_K, QuantizerBytesArePinned) {
   uint64_t h = 0xcbf29ce484222325ull;
   const auto* bytes = reinterpret_cast<const uint8_t*>(y.data());
   for (size_t i = 0; i < y.size() * sizeof(BlockQ4_K); ++i) h = (h ^ bytes[i]) * 0x100000001b3ull;
-  EXPECT_EQ(h, 0x85e04e83cd1829d0ull) << std::hex << h;
+  EXPECT_EQ(h, 0x9b01883a19fe4203ull) << std::hex << h;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "quant/f16.h"  // Fp16ToFp32, Fp32ToFp16
+#include "quant/round.h"
 
 namespace fak {
 
@@ -21,43 +22,96 @@ void UnpackQ6_K(const BlockQ6_K& b, uint8_t* q) {
   }
 }
 
+namespace {
+
+// Below this magnitude a sub-block or super-block counts as all zero.
+constexpr float kGroupMaxEps = 1e-15f;
+
+// Fits x[0..16) ~ scale * l with l in [-32, 31], weighting each value by x_i^2 (large values matter
+// most). The largest-magnitude value fixes the sign of the scale so that it maps to -32, the side of
+// the range with one more level; then 18 neighbouring step sizes (32 +- 0.1k levels over that value)
+// are tried, each scored by the weighted least-squares scale of its rounded levels, keeping the one
+// that explains the most weighted energy. The same search as llama.cpp's reference quantizer, in the
+// same order of float operations. Writes levels + 32 to q; returns the scale.
+float FitSubBlock(const float* x, uint8_t* q) {
+  constexpr int kN = 16, kHalf = 32;
+  float peak = 0.0f, peak_abs = 0.0f;
+  for (int i = 0; i < kN; ++i) {
+    const float a = std::fabs(x[i]);
+    if (a > peak_abs) {
+      peak_abs = a;
+      peak = x[i];
+    }
+  }
+  if (peak_abs < kGroupMaxEps) {
+    std::fill(q, q + kN, uint8_t{0});
+    return 0.0f;
+  }
+  auto level = [](float inv, float v) { return std::clamp(NearestInt(inv * v), -kHalf, kHalf - 1); };
+  float inv = -kHalf / peak;
+  float sum_lx = 0.0f, sum_l2 = 0.0f;
+  for (int i = 0; i < kN; ++i) {
+    const int l = level(inv, x[i]);
+    q[i] = static_cast<uint8_t>(l + kHalf);
+    const float w = x[i] * x[i];
+    sum_lx += w * x[i] * l;
+    sum_l2 += w * l * l;
+  }
+  float scale = sum_l2 != 0.0f ? sum_lx / sum_l2 : 0.0f;
+  float best = scale * sum_lx;
+  for (int k = -9; k <= 9; ++k) {
+    if (k == 0) continue;
+    inv = -(kHalf + 0.1f * k) / peak;
+    sum_lx = sum_l2 = 0.0f;
+    for (int i = 0; i < kN; ++i) {
+      const int l = level(inv, x[i]);
+      const float w = x[i] * x[i];
+      sum_lx += w * x[i] * l;
+      sum_l2 += w * l * l;
+    }
+    if (sum_l2 > 0.0f && sum_lx * sum_lx > best * sum_l2) {
+      for (int i = 0; i < kN; ++i) q[i] = static_cast<uint8_t>(level(inv, x[i]) + kHalf);
+      scale = sum_lx / sum_l2;
+      best = scale * sum_lx;
+    }
+  }
+  return scale;
+}
+
+}  // namespace
+
 void QuantizeRowQ6_K(const float* x, BlockQ6_K* y, int64_t n) {
   const int64_t nb = n / kQK_K;
   for (int64_t b = 0; b < nb; ++b) {
     const float* xb = x + b * kQK_K;
-    // Sub-block scale from the signed value of largest magnitude, mapped to -32 so the full range of
-    // q - 32 in [-32, 31] is used on the side that matters.
+    BlockQ6_K& out = y[b];
+    uint8_t q[kQK_K];
     float sub_scale[16];
     float max_abs_scale = 0.0f, max_scale = 0.0f;
     for (int j = 0; j < 16; ++j) {
-      float amax = 0.0f, vmax = 0.0f;
-      for (int i = 0; i < 16; ++i) {
-        const float v = xb[16 * j + i];
-        if (std::fabs(v) > amax) {
-          amax = std::fabs(v);
-          vmax = v;
-        }
-      }
-      sub_scale[j] = vmax / -32.0f;
+      sub_scale[j] = FitSubBlock(xb + 16 * j, q + 16 * j);
       if (std::fabs(sub_scale[j]) > max_abs_scale) {
         max_abs_scale = std::fabs(sub_scale[j]);
         max_scale = sub_scale[j];
       }
     }
-    BlockQ6_K& out = y[b];
-    const float d = max_scale / -128.0f;
-    out.d = Fp32ToFp16(d);
+    if (max_abs_scale < kGroupMaxEps) {
+      out = BlockQ6_K{};
+      continue;
+    }
+    // The largest sub-block scale maps to -128, the int8 level with no positive counterpart.
+    const float inv = -128.0f / max_scale;
+    out.d = Fp32ToFp16(1 / inv);
+    for (int j = 0; j < 16; ++j)
+      out.scales[j] = static_cast<int8_t>(std::min(127, NearestInt(inv * sub_scale[j])));
+    // Requantize with the scales as they will be decoded; a sub-block whose decoded scale is zero
+    // keeps the levels of its fit.
     const float dq = Fp16ToFp32(out.d);
-    const float id = dq != 0.0f ? 1.0f / dq : 0.0f;
-    uint8_t q[kQK_K];
     for (int j = 0; j < 16; ++j) {
-      const float sc = std::clamp(std::nearbyint(sub_scale[j] * id), -128.0f, 127.0f);
-      out.scales[j] = static_cast<int8_t>(sc);
-      const float s = dq * sc;
-      const float is = s != 0.0f ? 1.0f / s : 0.0f;
+      const float s = dq * out.scales[j];
+      if (s == 0.0f) continue;
       for (int i = 0; i < 16; ++i) {
-        const float v = std::clamp(std::nearbyint(xb[16 * j + i] * is), -32.0f, 31.0f);
-        q[16 * j + i] = static_cast<uint8_t>(static_cast<int>(v) + 32);
+        q[16 * j + i] = static_cast<uint8_t>(std::clamp(NearestInt(xb[16 * j + i] / s), -32, 31) + 32);
       }
     }
     for (int h = 0; h < 2; ++h) {

@@ -6,7 +6,10 @@
 
 namespace fak {
 
-void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, int64_t n) {
+namespace {
+
+template <bool kTiesAway>
+void Quantize(const float* x, BlockQ8_0* y, int64_t n) {
   const int64_t nb = n / kQK8_0;
   for (int64_t b = 0; b < nb; ++b) {
     const float* xb = x + b * kQK8_0;
@@ -16,12 +19,17 @@ void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, int64_t n) {
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[b].d = Fp32ToFp16(d);
     for (int i = 0; i < kQK8_0; ++i) {
-      float q = std::nearbyint(xb[i] * id);
+      float q = kTiesAway ? std::round(xb[i] * id) : std::nearbyint(xb[i] * id);
       q = std::fmin(127.0f, std::fmax(-127.0f, q));
       y[b].qs[i] = static_cast<int8_t>(q);
     }
   }
 }
+
+}  // namespace
+
+void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, int64_t n) { Quantize<false>(x, y, n); }
+void QuantizeWeightsQ8_0(const float* x, BlockQ8_0* y, int64_t n) { Quantize<true>(x, y, n); }
 
 void DequantizeRowQ8_0(const BlockQ8_0* x, float* y, int64_t n) {
   const int64_t nb = n / kQK8_0;

@@ -14,8 +14,12 @@ struct BlockQ8_0 {
 };
 static_assert(sizeof(BlockQ8_0) == 34, "block_q8_0 is 34 bytes in GGUF");
 
-// n must be a multiple of 32. Quants stay in [-127, 127]: d = max|x| / 127, q = round(x / d).
+// n must be a multiple of 32. Quants stay in [-127, 127]: d = max|x| / 127, q = round(x * (1 / d)).
+// Activations round ties to even (as llama.cpp's SIMD activation quantizers do, and fak's packed
+// kernels reproduce); weights round ties away from zero, as llama.cpp's reference quantizer does, so
+// that `fak quantize` writes the same bytes as llama-quantize.
 void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, int64_t n);
+void QuantizeWeightsQ8_0(const float* x, BlockQ8_0* y, int64_t n);
 void DequantizeRowQ8_0(const BlockQ8_0* x, float* y, int64_t n);
 
 // Exact integer dot of one block's quants: sum of w.qs[i] * a.qs[i].

@@ -55,6 +55,21 @@ TEST(Q8_0, QuantizeRoundTripIsWithinHalfAStep) {
   for (int i = 0; i < 32; ++i) EXPECT_EQ(y[5 * 32 + i], 0.0f);
 }
 
+// Exact halves: weights round away from zero like llama.cpp's reference quantizer (so `fak quantize`
+// writes llama-quantize's bytes), activations to even like its SIMD activation quantizers.
+TEST(Q8_0, WeightsRoundTiesAwayActivationsToEven) {
+  float x[kQK8_0] = {127.0f, 0.5f, -0.5f, 2.5f, -2.5f, 3.5f, 1.25f};
+  BlockQ8_0 w, a;
+  QuantizeWeightsQ8_0(x, &w, kQK8_0);
+  QuantizeRowQ8_0(x, &a, kQK8_0);
+  EXPECT_EQ(Fp16ToFp32(w.d), 1.0f);
+  const int expect_w[] = {127, 1, -1, 3, -3, 4, 1}, expect_a[] = {127, 0, 0, 2, -2, 4, 1};
+  for (int i = 0; i < 7; ++i) {
+    EXPECT_EQ(w.qs[i], expect_w[i]) << i;
+    EXPECT_EQ(a.qs[i], expect_a[i]) << i;
+  }
+}
+
 TEST(Q8_0, ReferenceDotFollowsTheDocumentedOrder) {
   std::mt19937 rng(4);
   std::vector<BlockQ8_0> w(8), a(8);

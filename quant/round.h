@@ -17,4 +17,14 @@ inline float RoundHalfEven(float v) {
   return (v + kMagic) - kMagic;          // the project builds without -ffast-math, which would fold this to v
 }
 
+// RoundHalfEven as an int, saturated to +-2^22 (NaN gives -2^22), so that non-finite or huge inputs
+// from a hostile file fall into a caller's clamp instead of an undefined conversion.
+inline int NearestInt(float v) {
+  constexpr float kLimit = 4194304.0f;  // 2^22
+  const float r = RoundHalfEven(v);
+  if (!(r > -kLimit)) return -4194304;
+  if (r > kLimit) return 4194304;
+  return static_cast<int>(r);
+}
+
 }  // namespace fak
