@@ -21,9 +21,11 @@ struct Ran {
   std::string out;  // stdout only
 };
 
-Ran Fak(const std::string& args) {
+// Runs fak with `args`, from the directory `cwd` when given.
+Ran Fak(const std::string& args, const std::string& cwd = "") {
   Ran r;
-  FILE* p = popen((std::string(FAK_BINARY) + " " + args + " 2>/dev/null").c_str(), "r");
+  const std::string cd = cwd.empty() ? "" : "cd '" + cwd + "' && ";
+  FILE* p = popen((cd + std::string(FAK_BINARY) + " " + args + " 2>/dev/null").c_str(), "r");
   if (p == nullptr) return r;
   std::array<char, 4096> buf;
   size_t n;
@@ -36,10 +38,12 @@ Ran Fak(const std::string& args) {
 TEST(BenchCli, CompareValidateReport) {
   const fs::path root = testing::TempRoot("cli");
   const std::string crash = testing::FakeEngine(root, "crash-bench", "echo boom >&2; exit 7");
+  // Run from another directory: the default prompt set is found beside the binary (hardening item 12).
   Ran c =
       Fak(fmt::format("bench compare -m {} --arms fak:cpu,llama.cpp:{} --prompts 2 --ctx 8 --gen 4 -t 1 -q "
                       "--name cli --out {}",
-                      testing::kTinyModel, crash, (root / "runs").string()));
+                      fs::absolute(testing::kTinyModel).string(), crash, (root / "runs").string()),
+          root.string());
   EXPECT_EQ(c.exit_code, 3) << c.out;  // complete packet, one failed arm
   const size_t at = c.out.find("run folder: ");
   ASSERT_NE(at, std::string::npos) << c.out;

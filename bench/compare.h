@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/arm.h"
+#include "bench/prompt_set.h"  // kDefaultPromptSet
 #include "core/status.h"
 
 namespace fak::bench {
@@ -21,7 +22,7 @@ struct CompareOptions {
   int64_t gen = 64;
   std::string name = "compare";
   std::string reference;  // an arm spec or file name; default the first arm
-  std::string prompt_set_path = "bench/prompts/prompts-v1.jsonl";
+  std::string prompt_set_path = kDefaultPromptSet;
   std::string tokenizer_path;  // default: the model file's own tokenizer
   std::string out_root = "bench/runs";
   int threads = 0;  // 0: FAK_THREADS or every CPU

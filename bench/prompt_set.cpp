@@ -5,13 +5,37 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fmt/format.h>
+
 #include "core/mapped_file.h"  // ReadFileToString
 #include "core/sha256.h"       // Sha256Hex
 
 namespace fak::bench {
 
-Result<PromptSet> LoadPromptSet(const std::string& path) {
-  FAK_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path));
+std::string FindPromptSet(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(path, ec) || fs::path(path).is_absolute()) return path;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return path;
+  const fs::path name = fs::path(path).filename();
+  for (const fs::path& dir :
+       {exe.parent_path() / "prompts", exe.parent_path().parent_path() / "share/fak/prompts"}) {
+    if (fs::exists(dir / name, ec)) return (dir / name).string();
+  }
+  return path;
+}
+
+Result<PromptSet> LoadPromptSet(const std::string& given) {
+  const std::string path = FindPromptSet(given);
+  auto read = ReadFileToString(path);
+  if (!read.ok()) {
+    return read.status().WithContext(fmt::format(
+        "prompt set {} (looked in the working directory, beside the fak binary in prompts/ and in "
+        "../share/fak/prompts/)",
+        given));
+  }
+  std::string bytes = std::move(read).value();
   PromptSet set;
   set.file_name = std::filesystem::path(path).filename().string();
   set.sha256 = Sha256Hex({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()});

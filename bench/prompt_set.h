@@ -36,6 +36,11 @@ Result<PromptSet> LoadPromptSet(const std::string& path);
 // The default set's path relative to the source tree.
 inline constexpr const char* kDefaultPromptSet = "bench/prompts/prompts-v1.jsonl";
 
+// Where a relative prompt-set path is found: as given (from the working directory), else by its file
+// name beside the fak binary in prompts/ (the build copies the sets there) or in ../share/fak/prompts/
+// (the install tree). Returns the path as given when none exists, for the caller's error.
+std::string FindPromptSet(const std::string& path);
+
 // Token ids of prompt `index` fitted to exactly ctx tokens by the rule above.
 Result<std::vector<int32_t>> FitPrompt(const PromptSet& set, size_t index, int64_t ctx, const Tokenizer& tok);
 

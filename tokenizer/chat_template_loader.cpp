@@ -22,7 +22,12 @@ std::string TokenText(const ojson& j) {
 }
 
 Result<std::string> PickTemplate(const ojson& field, const std::string& path, const std::string& name) {
-  if (field.is_string()) return field.get<std::string>();
+  if (field.is_string()) {
+    if (!name.empty() && name != "default") {
+      return NotFound("{}: the model has one unnamed chat template, none named '{}'", path, name);
+    }
+    return field.get<std::string>();
+  }
   if (field.is_array()) {
     std::string want = name.empty() ? "default" : name;
     for (const auto& t : field) {
@@ -31,7 +36,13 @@ Result<std::string> PickTemplate(const ojson& field, const std::string& path, co
         return t["template"].get<std::string>();
       }
     }
-    return NotFound("{}: no chat template named '{}'", path, want);
+    std::string names;
+    for (const auto& t : field) {
+      if (t.is_object() && t.contains("name") && t["name"].is_string()) {
+        names += (names.empty() ? "" : ", ") + t["name"].get<std::string>();
+      }
+    }
+    return NotFound("{}: no chat template named '{}' (it has: {})", path, want, names);
   }
   return Corrupt("{}: chat_template must be a string or a list of named templates", path);
 }
@@ -52,8 +63,8 @@ Result<ModelChatTemplate> FromDirectory(const std::string& dir, const std::strin
       FAK_ASSIGN_OR_RETURN(m.source, PickTemplate(config["chat_template"], config_path, name));
     }
   }
-  // Newer checkpoints keep the template in its own file, which then takes precedence.
-  if (fs::exists(jinja_path, ec)) {
+  // Newer checkpoints keep the (default) template in its own file, which then takes precedence.
+  if ((name.empty() || name == "default") && fs::exists(jinja_path, ec)) {
     FAK_ASSIGN_OR_RETURN(m.source, ReadFileToString(jinja_path));
   }
   if (m.source.empty()) {
@@ -63,10 +74,28 @@ Result<ModelChatTemplate> FromDirectory(const std::string& dir, const std::strin
   return m;
 }
 
-Result<ModelChatTemplate> FromGguf(const std::string& path) {
+// GGUF keeps the default template in tokenizer.chat_template and named ones in
+// tokenizer.chat_template.NAME.
+Result<ModelChatTemplate> FromGguf(const std::string& path, const std::string& name) {
   FAK_ASSIGN_OR_RETURN(GgufFile f, GgufFile::Open(path));
   ModelChatTemplate m;
-  FAK_ASSIGN_OR_RETURN(m.source, f.GetString("tokenizer.chat_template"));
+  constexpr std::string_view kKey = "tokenizer.chat_template";
+  if (name.empty() || name == "default") {
+    FAK_ASSIGN_OR_RETURN(m.source, f.GetString(kKey));
+  } else {
+    const std::string key = std::string(kKey) + "." + name;
+    if (f.Find(key) == nullptr) {
+      std::string names;
+      for (const auto& [k, v] : f.metadata()) {
+        if (k.size() > kKey.size() + 1 && k.starts_with(kKey) && k[kKey.size()] == '.') {
+          names += (names.empty() ? "" : ", ") + k.substr(kKey.size() + 1);
+        }
+      }
+      return NotFound("{}: no chat template named '{}' (it has: {})", path, name,
+                      names.empty() ? "only the default" : names);
+    }
+    FAK_ASSIGN_OR_RETURN(m.source, f.GetString(key));
+  }
   Result<const GgufArray*> tokens = f.GetArray("tokenizer.ggml.tokens");
   auto token = [&](const char* key) -> std::string {
     if (!tokens.ok()) return "";
@@ -97,7 +126,7 @@ Result<ModelChatTemplate> LoadModelChatTemplate(const std::string& model_path,
   if (std::filesystem::path(model_path).filename() == "tokenizer_config.json") {
     return FromDirectory(std::filesystem::path(model_path).parent_path().string(), template_name);
   }
-  return FromGguf(model_path);
+  return FromGguf(model_path, template_name);
 }
 
 }  // namespace fak

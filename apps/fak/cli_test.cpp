@@ -251,13 +251,65 @@ TEST(FakCli, RunBadInputExitsNonZero) {
   EXPECT_EQ(arch.exit_code, 1);
   EXPECT_NE(arch.output.find("'mamba' is not supported"), std::string::npos) << arch.output;
   RunResult nop = RunFak("run -m " + model);
-  EXPECT_EQ(nop.exit_code, 1);
+  EXPECT_EQ(nop.exit_code, 2);
   // The logits file is created before generating (hardening item 6): a bad path fails first.
   RunResult dump = RunFak("run -m " + model + " -p hi -n 4 --dump-logits /nonexistent-dir/l.npy");
   EXPECT_EQ(dump.exit_code, 1);
   EXPECT_NE(dump.output.find("--dump-logits: i/o error: /nonexistent-dir/l.npy: cannot create"),
             std::string::npos)
       << dump.output;
+}
+
+// llama.cpp's flag meanings (hardening item 11): -n -1 runs to the end of the context, --seed -1 and
+// the default print the random seed, -e processes escapes, -c beyond the trained context warns, and
+// command-line errors (unknown options, -p with -f, bad values) exit 2 with a message naming them.
+TEST(FakCli, FlagsFollowLlamaCpp) {
+  const std::string model = "../shared/fixtures/llamacpp-tiny/tiny-llama-q8_0.gguf";
+  RunResult ngl = RunFak("run -m " + model + " -p hi -n 4 -ngl 99");
+  EXPECT_EQ(ngl.exit_code, 2) << ngl.output;
+  EXPECT_NE(ngl.output.find("unknown option -ngl"), std::string::npos) << ngl.output;
+  RunResult both = RunFak("run -m " + model + " -p hi -f /dev/null");
+  EXPECT_EQ(both.exit_code, 2) << both.output;
+  EXPECT_NE(both.output.find("excludes"), std::string::npos) << both.output;
+  for (const char* bad : {"--seed 18446744073709551616", "--seed -2", "--seed 1x", "-n -2"}) {
+    RunResult r = RunFak("run -m " + model + " -p hi " + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.output;
+  }
+  RunResult neg = RunFak("run -m " + model + " -p '-dash' -n 2 -t 2 --no-special");  // a value, not a flag
+  EXPECT_EQ(neg.exit_code, 0) << neg.output;
+  // -n -1: until the context (here 24 positions) is full.
+  RunResult all =
+      RunFak("run -m " + model + " -p 'Once upon a time' -n -1 -c 24 -t 2 --no-special --print-ids");
+  ASSERT_EQ(all.exit_code, 0) << all.output;
+  EXPECT_NE(all.output.find("stop: context"), std::string::npos) << all.output;
+  // A random seed is printed, and giving it back repeats the run.
+  RunResult r1 = RunFak("run -m " + model + " -p hi -n 12 -t 2 --temp 1 --no-special --print-ids");
+  ASSERT_EQ(r1.exit_code, 0) << r1.output;
+  const size_t at = r1.output.find("fak: seed ");
+  ASSERT_NE(at, std::string::npos) << r1.output;
+  const std::string seed = r1.output.substr(at + 10, r1.output.find('\n', at) - at - 10);
+  RunResult r2 =
+      RunFak("run -m " + model + " -p hi -n 12 -t 2 --temp 1 --no-special --print-ids --seed " + seed);
+  ASSERT_EQ(r2.exit_code, 0) << r2.output;
+  auto ids = [](const std::string& out) {
+    const size_t at = out.find("{\"output_ids\"");
+    return at == std::string::npos ? "(no ids) " + out : out.substr(at);
+  };
+  EXPECT_EQ(ids(r1.output), ids(r2.output));
+  // -e: "a\tb" becomes a tab, which tokenizes differently from the backslash and the letter.
+  RunResult raw = RunFak("run -m " + model + " -p 'a\\tb' -n 0 -t 2 --no-special --print-ids");
+  RunResult esc = RunFak("run -m " + model + " -p 'a\\tb' -e -n 0 -t 2 --no-special --print-ids");
+  RunResult tab = RunFak("run -m " + model + " -p \"$(printf 'a\\tb')\" -n 0 -t 2 --no-special --print-ids");
+  ASSERT_EQ(esc.exit_code, 0) << esc.output;
+  EXPECT_NE(ids(raw.output), ids(esc.output));
+  EXPECT_EQ(ids(tab.output), ids(esc.output));
+  RunResult quiet = RunFak("run -m " + model + " -p hi -n 1 -t 2");  // default: the trained 2048
+  EXPECT_EQ(quiet.output.find("warning"), std::string::npos) << quiet.output;
+  RunResult wide = RunFak("run -m " + model + " -p hi -n 1 -t 2 -c 100000");
+  EXPECT_EQ(wide.exit_code, 0) << wide.output;
+  EXPECT_NE(wide.output.find("exceeds the model's trained context"), std::string::npos) << wide.output;
+  RunResult help = RunFak("run --help");
+  EXPECT_NE(help.output.find("INT=128"), std::string::npos) << help.output;  // defaults are shown
 }
 
 // Strings from a file (keys, values, string arrays, tensor names) reach the terminal and JSON with
@@ -317,11 +369,11 @@ TEST(FakCli, BenchNumberListsAreStrict) {
   const std::string model = "../shared/fixtures/llamacpp-tiny/tiny-llama-q8_0.gguf";
   for (const char* bad : {"-p abc", "-p 99999999999999999999", "-n 1x", "-p -5", "-p 4,,8", "-n ' 3'"}) {
     RunResult r = RunFak("bench -m " + model + " " + bad + " -r 1");
-    EXPECT_EQ(r.exit_code, 1) << bad << ": " << r.output;
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.output;
     EXPECT_NE(r.output.find("is not a whole number"), std::string::npos) << bad << ": " << r.output;
   }
   RunResult batch = RunFak("bench batch -m " + model + " -b 1,0");
-  EXPECT_EQ(batch.exit_code, 1) << batch.output;
+  EXPECT_EQ(batch.exit_code, 2) << batch.output;
   EXPECT_NE(batch.output.find("-b: '0' is not a whole number from 1"), std::string::npos) << batch.output;
   // More threads than 4 per CPU are capped with a warning (hardening item 3: -t 100000 aborted).
   RunResult many = RunFak("bench -m " + model + " -t 100000 -p 8 -n 0 -r 1 --json");
@@ -345,6 +397,36 @@ TEST(FakCli, TokenizeAndTemplate) {
                        " --add-generation-prompt");
   ASSERT_EQ(c.exit_code, 0) << c.output;
   EXPECT_EQ(c.output, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  RunResult both = RunFak("template -m ../shared/fixtures/tokenizers/qwen3 -f " + msgs.string() +
+                          " --add-generation-prompt --no-generation-prompt");
+  EXPECT_EQ(both.exit_code, 2) << both.output;
+  RunResult unknown = RunFak("template -m ../shared/fixtures/tokenizers/qwen3 -f " + msgs.string() +
+                             " --template-name tool_use");
+  EXPECT_EQ(unknown.exit_code, 1) << unknown.output;
+  EXPECT_NE(unknown.output.find("none named 'tool_use'"), std::string::npos) << unknown.output;
+}
+
+// fak quantize --tokenizer writes the given tokenizer instead of the input's, and refuses one larger
+// than the model's vocabulary (hardening item 12).
+TEST(FakCli, QuantizeWithAnotherTokenizer) {
+  const fs::path out = TempDir() / "retok.gguf";
+  const std::string in = "../shared/fixtures/llamacpp-tiny/tiny-llama-f16.gguf";
+  RunResult q = RunFak("quantize " + in + " " + out.string() +
+                       " q8_0 --tokenizer ../shared/fixtures/tokenizers/llama2");
+  ASSERT_EQ(q.exit_code, 0) << q.output;
+  RunResult a = RunFak("tokenize -m " + out.string() + " --ids 'Hello world'");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  EXPECT_EQ(nlohmann::json::parse(a.output), nlohmann::json::parse("[1, 15043, 3186]"));
+  RunResult big = RunFak("quantize " + in + " " + (TempDir() / "big.gguf").string() +
+                         " q8_0 --tokenizer ../shared/fixtures/tokenizers/qwen3");
+  EXPECT_EQ(big.exit_code, 1) << big.output;
+  EXPECT_NE(big.output.find("151669 tokens, more than the model's vocab_size 32000"), std::string::npos)
+      << big.output;
+  EXPECT_FALSE(fs::exists(TempDir() / "big.gguf"));
+  RunResult none = RunFak("quantize " + in + " " + (TempDir() / "none.gguf").string() +
+                          " q8_0 --tokenizer /nonexistent/tokenizer.json");
+  EXPECT_EQ(none.exit_code, 1) << none.output;
+  EXPECT_NE(none.output.find("loading --tokenizer"), std::string::npos) << none.output;
 }
 
 }  // namespace

@@ -107,17 +107,17 @@ void RegisterBench(CLI::App& app, Context& ctx) {
   cmd->callback([cmd, &ctx]() {
     if (!cmd->get_subcommands().empty()) return;  // kernels, batch, compare, validate, report
     if (mf.model.empty()) {
-      ctx.exit_code = Fail("bench: give -m MODEL (or use `fak bench kernels`)");
+      ctx.exit_code = UsageError("bench: give -m MODEL (or use `fak bench kernels`)");
       return;
     }
     if (reps < 1) {
-      ctx.exit_code = Fail("bench: -r must be at least 1");
+      ctx.exit_code = UsageError("bench: -r must be at least 1");
       return;
     }
     auto pps = ParseCountList("-p", pp, 0);
     auto tgs = ParseCountList("-n", tg, 0);
     if (!pps.ok() || !tgs.ok()) {
-      ctx.exit_code = Fail("bench: " + (pps.ok() ? tgs : pps).status().message());
+      ctx.exit_code = UsageError("bench: " + (pps.ok() ? tgs : pps).status().message());
       return;
     }
     auto loaded = LoadForRun(mf, /*need_tokenizer=*/false);

@@ -121,11 +121,11 @@ void RegisterBenchBatch(CLI::App* bench_cmd, Context& ctx) {
   cmd->callback([&ctx]() {
     auto bs = ParseCountList("-b", b_list, 1);
     if (!bs.ok()) {
-      ctx.exit_code = Fail(bs.status().ToString());
+      ctx.exit_code = UsageError(bs.status().ToString());
       return;
     }
     if (p < 1 || n < 1 || ubatch < 1 || reps < 1) {
-      ctx.exit_code = Fail("bench batch: -p, -n, --ubatch and -r must be at least 1");
+      ctx.exit_code = UsageError("bench batch: -p, -n, --ubatch and -r must be at least 1");
       return;
     }
     auto loaded = LoadForRun(mf, /*need_tokenizer=*/false);

@@ -85,6 +85,9 @@ void RegisterQuantize(CLI::App& app, Context& ctx) {
   cmd->add_option("output", o.output, "Output .gguf file")->required();
   cmd->add_option("type", o.type, "One of: " + convert::FileTypeNames())->required();
   cmd->add_option("--threads", o.threads, "Threads (default: all CPUs)");
+  cmd->add_option(
+      "--tokenizer", o.tokenizer,
+      "Tokenizer to write instead of the input's (.gguf, tokenizer.json, tokenizer.model or folder)");
   cmd->callback([&ctx]() {
     std::shared_ptr<ProgressBar> bar;
     o.progress = BarProgress(bar, "quantize");

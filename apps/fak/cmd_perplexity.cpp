@@ -34,7 +34,8 @@ void RegisterPerplexity(CLI::App& app, Context& ctx) {
     if (!text.ok()) return fail(text.status().ToString());
     auto loaded = LoadForRun(mf);
     if (!loaded.ok()) return fail(loaded.status().ToString());
-    const int64_t chunk_ctx = mf.ctx;  // -c: tokens per chunk, as llama-perplexity's -c
+    const int64_t chunk_ctx =
+        ContextFor(mf, *loaded->model);  // -c: tokens per chunk, as llama-perplexity's -c
     auto session = CreateSession(mf, *loaded, chunk_ctx);
     if (!session.ok()) return fail(session.status().ToString());
     const Tokenizer& tok = *loaded->tokenizer;

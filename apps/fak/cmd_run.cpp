@@ -75,12 +75,17 @@ void RegisterRun(CLI::App& app, Context& ctx) {
   static std::string prompt, prompt_file, dump_logits, schema_file, grammar_file;
   static int64_t n_predict = 128;
   static std::vector<std::string> stop;
-  static bool no_special = false, print_ids = false, ignore_eos = false;
+  static bool no_special = false, print_ids = false, ignore_eos = false, escapes = false;
   mf.Add(cmd);
   sf.Add(cmd);
-  cmd->add_option("-p,--prompt", prompt, "Prompt text");
-  cmd->add_option("-f,--file", prompt_file, "Read the prompt from a file");
-  cmd->add_option("-n,--n-predict", n_predict, "Tokens to generate");
+  auto* p_opt = cmd->add_option("-p,--prompt", prompt, "Prompt text");
+  cmd->add_option("-f,--file", prompt_file, "Read the prompt from a file")->excludes(p_opt);
+  cmd->add_flag(
+      "-e,--escape", escapes,
+      "Process escapes (\\n \\t \\xHH ...) in the prompt; off by default, unlike llama.cpp, so that "
+      "a prompt with backslashes (code, paths) is passed as written");
+  cmd->add_option("-n,--n-predict", n_predict,
+                  "Tokens to generate; -1: until end of sequence or a full context");
   cmd->add_option("--stop", stop, "Stop before this string (repeatable)");
   cmd->add_option("--dump-logits", dump_logits,
                   "Write the logits of every generated position (float32 .npy)");
@@ -99,8 +104,17 @@ void RegisterRun(CLI::App& app, Context& ctx) {
       }
       prompt = *text;
     }
+    if (escapes) prompt = ProcessEscapes(prompt);
     if (prompt.empty()) {
-      ctx.exit_code = Fail("run: give a prompt with -p TEXT or -f FILE");
+      ctx.exit_code = UsageError("run: give a prompt with -p TEXT or -f FILE");
+      return;
+    }
+    if (n_predict < -1) {
+      ctx.exit_code = UsageError(fmt::format("-n {}: want -1 (until the end) or a count from 0", n_predict));
+      return;
+    }
+    if (Status s = sf.Resolve(); !s.ok()) {
+      ctx.exit_code = UsageError(s.message());
       return;
     }
     auto loaded = LoadForRun(mf);
@@ -122,7 +136,7 @@ void RegisterRun(CLI::App& app, Context& ctx) {
       return;
     }
     GenerateOptions go;
-    go.max_tokens = n_predict;
+    go.max_tokens = n_predict < 0 ? INT64_MAX : n_predict;
     go.sampling = sf.p;
     go.stop = stop;
     go.ignore_eos = ignore_eos;

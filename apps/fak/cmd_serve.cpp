@@ -95,7 +95,7 @@ int Serve(const ModelFlags& mf, const ServeFlags& sf) {
   auto loaded = LoadForRun(mf);
   if (!loaded.ok()) return stop(Fail(loaded.status().ToString()));
   const ModelConfig& c = loaded->model->config;
-  auto ro = RuntimeOptionsFor(mf);
+  auto ro = RuntimeOptionsFor(mf, *loaded->model);
   if (!ro.ok()) return stop(Fail(ro.status().ToString()));
   ro->max_sequences = sf.parallel;
   ro->page_tokens = sf.page_tokens;

@@ -36,8 +36,8 @@ void RegisterTemplate(CLI::App& app, Context& ctx) {
                   "messages.json: an array of messages or {messages, tools, ...}")
       ->required();
   cmd->add_option("--template-name", o.template_name, "Named template (tool_use, ...)");
-  cmd->add_flag("--add-generation-prompt", gen, "End with the assistant turn's opening");
-  cmd->add_flag("--no-generation-prompt", no_gen, "Do not open an assistant turn");
+  auto* add = cmd->add_flag("--add-generation-prompt", gen, "End with the assistant turn's opening");
+  cmd->add_flag("--no-generation-prompt", no_gen, "Do not open an assistant turn")->excludes(add);
   cmd->callback([&ctx]() {
     if (gen) o.add_generation_prompt = true;
     if (no_gen) o.add_generation_prompt = false;

@@ -22,5 +22,8 @@ void RegisterPerplexity(CLI::App& app, Context& ctx);
 
 // Prints "fak: <message>" on stderr and returns exit code 1 (the CLI's way of reporting a Status).
 int Fail(const std::string& message);
+// Prints "fak: <message>" and a pointer to --help on stderr and returns exit code 2: the command line
+// itself is wrong (a flag value out of range, flags that contradict each other).
+int UsageError(const std::string& message);
 
 }  // namespace fak::cli

@@ -1,6 +1,10 @@
 #include "apps/fak/model_flags.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
 
 #include "tokenizer/loader.h"
 
@@ -12,7 +16,8 @@ void ModelFlags::Add(CLI::App* cmd) {
                   "Tokenizer (.gguf, tokenizer.json or folder); default: the model's");
   cmd->add_option("--quant", quant, "Weights at load: keep, f32, bf16, f16, q8_0, q4_k");
   cmd->add_option("-t,--threads", threads, "Threads (default: FAK_THREADS or all CPUs)");
-  cmd->add_option("-c,--ctx", ctx, "Context length");
+  cmd->add_option("-c,--ctx,--ctx-size", ctx,
+                  "Context length; 0: the model's trained context, at most 4096 (a warning when beyond it)");
   cmd->add_flag("--mmap", mmap, "Use GGUF tensors in place instead of copying them into huge pages");
   cmd->add_option("--kv-type", kv_type, "KV cache element type: f16 (default) or f32");
   cmd->add_option("--backend", backend, "Backend: cpu, cuda, or auto (cuda when a GPU is usable, else cpu)");
@@ -27,21 +32,93 @@ void SamplingFlags::Add(CLI::App* cmd) {
   cmd->add_option("--presence-penalty", p.presence_penalty, "Presence penalty");
   cmd->add_option("--frequency-penalty", p.frequency_penalty, "Frequency penalty");
   cmd->add_option("--repeat-last-n", p.penalty_window, "Tokens the penalties look back over");
-  cmd->add_option("--seed", p.seed, "Sampling seed");
+  cmd->add_option("--seed", seed, "Sampling seed, 0 to 2^64-1; -1: a random seed, printed on stderr");
 }
 
-Result<RuntimeOptions> RuntimeOptionsFor(const ModelFlags& f, int64_t min_context) {
+Status SamplingFlags::Resolve() {
+  if (seed == "-1") {
+    std::random_device rd;
+    p.seed = (static_cast<uint64_t>(rd()) << 32) | rd();
+    if (p.temperature > 0) std::fprintf(stderr, "fak: seed %llu\n", static_cast<unsigned long long>(p.seed));
+    return Status::Ok();
+  }
+  const bool digits = !seed.empty() && seed.size() <= 20 &&
+                      std::all_of(seed.begin(), seed.end(), [](char c) { return c >= '0' && c <= '9'; });
+  unsigned long long v = 0;
+  if (digits) {
+    errno = 0;
+    v = std::strtoull(seed.c_str(), nullptr, 10);
+  }
+  if (!digits || errno == ERANGE) {
+    return InvalidArgument("--seed '{}': want -1 (random) or a whole number from 0 to 18446744073709551615",
+                           seed);
+  }
+  p.seed = v;
+  return Status::Ok();
+}
+
+int64_t ContextFor(const ModelFlags& flags, const Model& model) {
+  const int64_t trained = model.config.max_context;
+  if (flags.ctx <= 0) return trained > 0 ? std::min(trained, kDefaultContext) : kDefaultContext;
+  if (trained > 0 && flags.ctx > trained) {
+    std::fprintf(stderr, "fak: warning: -c %lld exceeds the model's trained context of %lld tokens\n",
+                 static_cast<long long>(flags.ctx), static_cast<long long>(trained));
+  }
+  return flags.ctx;
+}
+
+std::string ProcessEscapes(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\\' || i + 1 == text.size()) {
+      out += text[i];
+      continue;
+    }
+    const char c = text[++i];
+    switch (c) {
+      case 'n': out += '\n'; break;
+      case 'r': out += '\r'; break;
+      case 't': out += '\t'; break;
+      case 'a': out += '\a'; break;
+      case 'b': out += '\b'; break;
+      case 'f': out += '\f'; break;
+      case 'v': out += '\v'; break;
+      case '\'':
+      case '"':
+      case '\\':
+      case '?': out += c; break;
+      case 'x':
+        if (i + 2 < text.size() && hex(text[i + 1]) >= 0 && hex(text[i + 2]) >= 0) {
+          out += static_cast<char>(hex(text[i + 1]) * 16 + hex(text[i + 2]));
+          i += 2;
+          break;
+        }
+        [[fallthrough]];
+      default: out += '\\'; out += c;
+    }
+  }
+  return out;
+}
+
+Result<RuntimeOptions> RuntimeOptionsFor(const ModelFlags& f, const Model& model, int64_t min_context) {
   if (f.kv_type != "f16" && f.kv_type != "f32")
     return InvalidArgument("unknown --kv-type '{}' (want f16 or f32)", f.kv_type);
   RuntimeOptions o;
-  o.max_context = std::max(f.ctx, min_context);
+  o.max_context = std::max(ContextFor(f, model), min_context);
   o.kv_f32 = f.kv_type == "f32";
   return o;
 }
 
 Status CreateRuntime(const ModelFlags& flags, LoadedModel& loaded, int64_t min_context,
                      int64_t max_sequences) {
-  FAK_ASSIGN_OR_RETURN(RuntimeOptions o, RuntimeOptionsFor(flags, min_context));
+  FAK_ASSIGN_OR_RETURN(RuntimeOptions o, RuntimeOptionsFor(flags, *loaded.model, min_context));
   o.max_sequences = max_sequences;
   loaded.runtime.reset();
   FAK_ASSIGN_OR_RETURN(loaded.runtime, Runtime::Create(*loaded.model, o, loaded.backend.get()));

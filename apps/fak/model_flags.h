@@ -22,13 +22,15 @@ struct ModelFlags {
   std::string tokenizer;  // defaults to the model's own
   std::string quant = "keep";
   int threads = 0;  // 0: FAK_THREADS or every CPU
-  int64_t ctx = 4096;
+  int64_t ctx = 0;  // -c/--ctx-size; 0: the model's trained context, at most kDefaultContext
   bool mmap = false;
   std::string kv_type = "f16";  // KV cache element type: f16 or f32
   std::string backend = "cpu";
 
   void Add(CLI::App* cmd);
 };
+
+constexpr int64_t kDefaultContext = 4096;
 
 struct LoadedModel {
   std::unique_ptr<Model> model;
@@ -37,8 +39,14 @@ struct LoadedModel {
   std::unique_ptr<Runtime> runtime;  // made by CreateRuntime / CreateSession
 };
 
+// The context -c asks for: its value, or for 0 the model's trained context capped at kDefaultContext.
+// Warns on stderr when an explicit value exceeds the trained context (positions past it were never
+// seen in training; quality usually falls off there).
+int64_t ContextFor(const ModelFlags& flags, const Model& model);
+
 // Runtime options from the flags (context, KV cache type); fails on an unknown --kv-type.
-Result<RuntimeOptions> RuntimeOptionsFor(const ModelFlags& flags, int64_t min_context = 0);
+Result<RuntimeOptions> RuntimeOptionsFor(const ModelFlags& flags, const Model& model,
+                                         int64_t min_context = 0);
 
 // Loads model and tokenizer and checks they agree (the tokenizer may not be larger than the vocabulary).
 Result<LoadedModel> LoadForRun(const ModelFlags& flags, bool need_tokenizer = true);
@@ -58,7 +66,15 @@ Result<std::shared_ptr<grammar::Automaton>> GrammarFromFlags(const std::string& 
 
 struct SamplingFlags {
   SamplingParams p;
+  std::string seed = "-1";  // "-1": a random seed, printed so the run can be repeated
   void Add(CLI::App* cmd);
+  // Reads --seed (-1 or 0..2^64-1, nothing else) into p.seed, drawing and printing a random one for
+  // -1 when the sampling uses it; an error names the flag and the value.
+  Status Resolve();
 };
+
+// llama.cpp's escape sequences in a prompt (-e): \n \r \t \' \" \\ \a \b \f \v \? \xHH;
+// any other backslash stays as written.
+std::string ProcessEscapes(const std::string& text);
 
 }  // namespace fak::cli

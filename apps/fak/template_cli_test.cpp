@@ -84,6 +84,45 @@ TEST_F(TemplateCliTest, NamedTemplatesAndTemplateFile) {
   std::ostringstream out3;
   ASSERT_TRUE(RunTemplate(o, out3).ok());
   EXPECT_EQ(out3.str(), "J");
+  // A named template is still the named one when chat_template.jinja holds the default.
+  std::ostringstream out4;
+  o.template_name = "tool_use";
+  ASSERT_TRUE(RunTemplate(o, out4).ok());
+  EXPECT_EQ(out4.str(), "T");
+  // Unknown names are refused with the names there are (hardening item 12).
+  o.template_name = "rag";
+  Status s = RunTemplate(o, out4);
+  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+  EXPECT_NE(s.message().find("no chat template named 'rag' (it has: default, tool_use)"), std::string::npos)
+      << s.message();
+  fs::remove(dir_ / "chat_template.jinja");
+  Write("tokenizer_config.json", R"({"chat_template": "X"})");
+  s = RunTemplate(o, out4);
+  EXPECT_NE(s.message().find("one unnamed chat template, none named 'rag'"), std::string::npos)
+      << s.message();
+}
+
+TEST_F(TemplateCliTest, NamedTemplatesInGguf) {
+  GgufWriter w;
+  w.SetString("general.architecture", "llama");
+  w.SetString("tokenizer.chat_template", "D");
+  w.SetString("tokenizer.chat_template.tool_use", "T");
+  std::string gguf = (dir_ / "m.gguf").string();
+  ASSERT_TRUE(w.Write(gguf).ok());
+  TemplateOptions o;
+  o.model_path = gguf;
+  o.messages_path = Write("m.json", "[]");
+  std::ostringstream out, out2;
+  ASSERT_TRUE(RunTemplate(o, out).ok());
+  EXPECT_EQ(out.str(), "D");
+  o.template_name = "tool_use";
+  ASSERT_TRUE(RunTemplate(o, out2).ok());
+  EXPECT_EQ(out2.str(), "T");
+  o.template_name = "rag";
+  Status s = RunTemplate(o, out2);
+  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+  EXPECT_NE(s.message().find("no chat template named 'rag' (it has: tool_use)"), std::string::npos)
+      << s.message();
 }
 
 TEST_F(TemplateCliTest, BadInputGivesClearErrors) {

@@ -105,8 +105,19 @@ Status AddConverted(GgufWriter& w, ThreadPool& pool, FileType ft, const Tensor& 
 Status GgufToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, ThreadPool& pool, ConvertReport& report) {
   FAK_ASSIGN_OR_RETURN(GgufFile in, GgufFile::Open(o.input));
   GgufWriter w(in.alignment());
+  const bool new_tokenizer = !o.tokenizer.empty();
   for (const auto& [k, v] : in.metadata()) {
-    if (k != "general.alignment") w.SetValue(k, v);
+    if (k == "general.alignment" || (new_tokenizer && k.starts_with("tokenizer.ggml."))) continue;
+    w.SetValue(k, v);
+  }
+  if (new_tokenizer) {
+    auto spec = LoadTokenizerSpec(o.tokenizer);
+    if (!spec.ok()) return spec.status().WithContext("loading --tokenizer");
+    const GgufTensorInfo* embd = in.FindTensor("token_embd.weight");
+    if (embd == nullptr || embd->shape.size() != 2) {
+      return NotFound("{}: no 2-D token_embd.weight to size the vocabulary for --tokenizer", o.input);
+    }
+    FAK_RETURN_IF_ERROR(SetTokenizerMetadata(w, *spec, static_cast<int64_t>(embd->shape[1])));
   }
   w.SetUint32("general.file_type", ft.llama_ftype);
   w.SetUint32("general.quantization_version", 2);
@@ -149,8 +160,9 @@ Status HfToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, ThreadPool& po
                        o.input, c.arch);
   }
   c.tied_embeddings = c.tied_embeddings || src->Find("output.weight") == nullptr;
-  auto loaded = LoadTokenizerSpec(src->tokenizer_path());
-  if (!loaded.ok()) return loaded.status().WithContext("loading the tokenizer");
+  auto loaded = LoadTokenizerSpec(o.tokenizer.empty() ? src->tokenizer_path() : o.tokenizer);
+  if (!loaded.ok())
+    return loaded.status().WithContext(o.tokenizer.empty() ? "loading the tokenizer" : "loading --tokenizer");
   TokenizerSpec spec = std::move(loaded).value();
   if (spec.bos_id < 0 && c.bos_token_id >= 0) spec.bos_id = static_cast<int32_t>(c.bos_token_id);
   if (spec.eos_id < 0 && !c.eos_token_ids.empty()) spec.eos_id = static_cast<int32_t>(c.eos_token_ids[0]);

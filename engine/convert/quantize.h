@@ -18,6 +18,9 @@ struct QuantizeOptions {
   std::string type;    // a FileTypeFromName name
   int threads = 0;     // 0: DefaultThreadCount()
   TensorProgress progress;
+  // Replaces the input's tokenizer (a .gguf, tokenizer.json, tokenizer.model or a folder with one);
+  // for a GGUF input its tokenizer.ggml.* keys are dropped and written from this one.
+  std::string tokenizer;
 };
 
 Result<ConvertReport> QuantizeModel(const QuantizeOptions& options);

@@ -189,7 +189,7 @@ TEST_F(QuantizeTest, HfLlamaToGgufPermutesQkAndComputesTheSameLogits) {
   const fs::path hf = dir_ / "tiny-llama-hf";
   fs::create_directories(hf);
   const std::vector<HfTensor> ts = WriteTinyCheckpoint(hf);
-  QuantizeOptions o{hf.string(), Path("tiny.gguf"), "f32", 2, {}};
+  QuantizeOptions o{hf.string(), Path("tiny.gguf"), "f32", 2, {}, {}};
   auto r = QuantizeModel(o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   auto f = GgufFile::Open(Path("tiny.gguf"));
@@ -214,7 +214,9 @@ TEST_F(QuantizeTest, HfLlamaToGgufPermutesQkAndComputesTheSameLogits) {
       ASSERT_EQ(0, std::memcmp(gv + row * cols, t.values.data() + src * cols, static_cast<size_t>(cols) * 4))
           << name << " row " << row;
     }
-    if (permuted) EXPECT_NE(0, std::memcmp(gv, t.values.data(), t.values.size() * 4)) << name;
+    if (permuted) {
+      EXPECT_NE(0, std::memcmp(gv, t.values.data(), t.values.size() * 4)) << name;
+    }
   }
   // fak runs HF rotate-half and GGUF llama interleaved RoPE: equal logits prove the permutation.
   const std::vector<int32_t> prompt = {1, 7, 42, 99, 3, 250, 17, 5, 64, 11};
@@ -228,7 +230,7 @@ TEST_F(QuantizeTest, HfQwen2ToGgufKeepsRowsBiasesAndASentencePieceTokenizer) {
   const fs::path hf = dir_ / "tiny-qwen2-hf";
   fs::create_directories(hf);
   const std::vector<HfTensor> ts = WriteTinyCheckpoint(hf, "qwen2");
-  auto r = QuantizeModel({hf.string(), Path("q.gguf"), "f32", 2, {}});
+  auto r = QuantizeModel({hf.string(), Path("q.gguf"), "f32", 2, {}, {}});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   auto f = GgufFile::Open(Path("q.gguf"));
   ASSERT_TRUE(f.ok());
@@ -257,8 +259,8 @@ TEST_F(QuantizeTest, GgufF16ToQ8_0EqualsRowWiseRequantization) {
   const fs::path hf = dir_ / "hf";
   fs::create_directories(hf);
   WriteTinyCheckpoint(hf);
-  ASSERT_TRUE(QuantizeModel({hf.string(), Path("f16.gguf"), "f16", 2, {}}).ok());
-  auto r = QuantizeModel({Path("f16.gguf"), Path("q8.gguf"), "q8_0", 2, {}});
+  ASSERT_TRUE(QuantizeModel({hf.string(), Path("f16.gguf"), "f16", 2, {}, {}}).ok());
+  auto r = QuantizeModel({Path("f16.gguf"), Path("q8.gguf"), "q8_0", 2, {}, {}});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   auto in = GgufFile::Open(Path("f16.gguf"));
   auto out = GgufFile::Open(Path("q8.gguf"));
@@ -267,7 +269,9 @@ TEST_F(QuantizeTest, GgufF16ToQ8_0EqualsRowWiseRequantization) {
   EXPECT_EQ(in->metadata().size(), out->metadata().size());
   for (const auto& [k, v] : in->metadata()) {
     ASSERT_NE(out->Find(k), nullptr) << k;
-    if (k != "general.file_type") EXPECT_EQ(out->Find(k)->type, v.type) << k;
+    if (k != "general.file_type") {
+      EXPECT_EQ(out->Find(k)->type, v.type) << k;
+    }
   }
   ASSERT_EQ(in->tensors().size(), out->tensors().size());
   for (const GgufTensorInfo& t : in->tensors()) {
@@ -287,7 +291,7 @@ TEST_F(QuantizeTest, GgufF16ToQ8_0EqualsRowWiseRequantization) {
     }
   }
   // Same type again: tensors are copied byte for byte.
-  ASSERT_TRUE(QuantizeModel({Path("q8.gguf"), Path("q8b.gguf"), "q8_0", 1, {}}).ok());
+  ASSERT_TRUE(QuantizeModel({Path("q8.gguf"), Path("q8b.gguf"), "q8_0", 1, {}, {}}).ok());
   auto again = GgufFile::Open(Path("q8b.gguf"));
   for (const GgufTensorInfo& t : out->tensors()) {
     const GgufTensorInfo* c = again->FindTensor(t.name);
@@ -320,11 +324,11 @@ TEST_F(QuantizeTest, BadInputFailsClearlyAndWritesNothing) {
     std::string want;
   };
   const std::vector<Bad> cases = {
-      {{Path("missing.gguf"), Path("o.gguf"), "q8_0", 1, {}}, "no such file"},
-      {{hf.string(), Path("no/folder/o.gguf"), "q8_0", 1, {}}, "does not exist"},
-      {{hf.string(), Path("o.gguf"), "q2_k", 1, {}}, "unknown type 'q2_k'"},
-      {{Path("notes.txt"), Path("o.gguf"), "q8_0", 1, {}}, "not a GGUF file"},
-      {{broken.string(), Path("o.gguf"), "q8_0", 1, {}}, "missing tensor 'blk.0.attn_norm.weight'"},
+      {{Path("missing.gguf"), Path("o.gguf"), "q8_0", 1, {}, {}}, "no such file"},
+      {{hf.string(), Path("no/folder/o.gguf"), "q8_0", 1, {}, {}}, "does not exist"},
+      {{hf.string(), Path("o.gguf"), "q2_k", 1, {}, {}}, "unknown type 'q2_k'"},
+      {{Path("notes.txt"), Path("o.gguf"), "q8_0", 1, {}, {}}, "not a GGUF file"},
+      {{broken.string(), Path("o.gguf"), "q8_0", 1, {}, {}}, "missing tensor 'blk.0.attn_norm.weight'"},
   };
   for (const Bad& b : cases) {
     auto r = QuantizeModel(b.o);
