@@ -21,6 +21,12 @@ Status SamplingParams::Validate() const {
     return InvalidArgument("presence and frequency penalties must be finite");
   }
   if (penalty_window < 0) return InvalidArgument("penalty window {} must be >= 0", penalty_window);
+  for (const auto& [id, bias] : logit_bias) {
+    if (id < 0) return InvalidArgument("logit bias for token {}: ids are >= 0", id);
+    if (std::isnan(bias) || bias == std::numeric_limits<float>::infinity()) {
+      return InvalidArgument("logit bias {} for token {}: want a finite number or -infinity", bias, id);
+    }
+  }
   return Status::Ok();
 }
 
@@ -42,6 +48,9 @@ int32_t Argmax(std::span<const float> logits) {
 
 int32_t Sampler::Sample(std::span<float> logits, std::span<const int32_t> history, uint64_t step) {
   const int32_t vocab = static_cast<int32_t>(logits.size());
+  for (const auto& [id, bias] : p_.logit_bias) {
+    if (id >= 0 && id < vocab) logits[static_cast<size_t>(id)] += bias;
+  }
   if (p_.repetition_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f) {
     const size_t n = std::min(history.size(), static_cast<size_t>(p_.penalty_window));
     std::unordered_map<int32_t, int> counts;

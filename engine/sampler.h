@@ -7,6 +7,9 @@
 #include <span>
 #include <vector>
 
+#include <utility>
+#include <vector>
+
 #include "core/status.h"
 
 namespace fak {
@@ -21,6 +24,10 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;   // subtracted per occurrence in the window
   int32_t penalty_window = 64;      // how many recent tokens the penalties look at
   uint64_t seed = 0;
+  // Added to a token's logit before penalties and sampling (OpenAI's logit_bias, llama.cpp's
+  // --logit-bias); -infinity bans the token. Ids outside the vocabulary are ignored by the sampler:
+  // callers check them against the vocabulary they know.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   Status Validate() const;  // names the bad field
 };

@@ -204,6 +204,30 @@ TEST(Sampler, ValidateNamesTheField) {
   p.temperature = -1;
   EXPECT_NE(p.Validate().message().find("temperature"), std::string::npos);
   EXPECT_TRUE(SamplingParams{}.Validate().ok());
+  p = SamplingParams{};
+  p.logit_bias = {{3, std::nanf("")}};
+  EXPECT_NE(p.Validate().message().find("logit bias"), std::string::npos);
+  p.logit_bias = {{-1, 1.0f}};
+  EXPECT_FALSE(p.Validate().ok());
+  p.logit_bias = {{3, -std::numeric_limits<float>::infinity()}};
+  EXPECT_TRUE(p.Validate().ok());
+}
+
+// A bias is added to the logit before penalties and sampling; -infinity bans a token, and ids past
+// the vocabulary are ignored.
+TEST(Sampler, LogitBiasMovesTheArgmaxAndBans) {
+  SamplingParams p;
+  p.logit_bias = {{1, 2.5f}, {0, -std::numeric_limits<float>::infinity()}, {99, 50.0f}};
+  Sampler s(p);
+  std::vector<float> logits = {3.0f, 1.0f, 2.0f};
+  EXPECT_EQ(s.Sample(logits, {}, 0), 1);  // 1 + 2.5 beats 2; token 0 is banned
+  p.temperature = 1.0f;
+  p.logit_bias = {{0, -std::numeric_limits<float>::infinity()}};
+  Sampler hot(p);
+  for (uint64_t step = 0; step < 200; ++step) {
+    std::vector<float> l = {5.0f, 0.0f, 0.0f};
+    EXPECT_NE(hot.Sample(l, {}, step), 0);
+  }
 }
 
 }  // namespace

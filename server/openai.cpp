@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <set>
@@ -236,16 +237,6 @@ bool ParseRequest(Endpoint endpoint, const Json& body, const ModelInfo& model, A
       return false;
     }
   }
-  if (auto it = body.find("logit_bias"); it != body.end() && !it->is_null()) {
-    if (!it->is_object()) {
-      *err = Bad("logit_bias", "'logit_bias' must be an object");
-      return false;
-    }
-    if (!it->empty()) {
-      *err = Bad("logit_bias", "'logit_bias' is not supported");
-      return false;
-    }
-  }
 
   // Sampling. OpenAI's defaults: temperature 1, top_p 1.
   GenerationRequest& g = out->gen;
@@ -275,6 +266,34 @@ bool ParseRequest(Endpoint endpoint, const Json& body, const ModelInfo& model, A
         it->is_number_unsigned() ? it->get<uint64_t>() : static_cast<uint64_t>(it->get<int64_t>());
   } else {
     g.sampling.seed = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
+  }
+  // logit_bias: {"TOKEN_ID": BIAS} with BIAS in [-100, 100], added to the token's logit.
+  if (auto it = body.find("logit_bias"); it != body.end() && !it->is_null()) {
+    if (!it->is_object()) {
+      *err = Bad("logit_bias", "'logit_bias' must be an object mapping token ids to numbers");
+      return false;
+    }
+    if (it->size() > 1024) {
+      *err =
+          Bad("logit_bias", fmt::format("'logit_bias' has {} entries; at most 1024 are allowed", it->size()));
+      return false;
+    }
+    for (const auto& [key, value] : it->items()) {
+      const bool digits = !key.empty() && key.size() <= 9 &&
+                          std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+      const int64_t id = digits ? std::stoll(key) : -1;
+      if (id < 0 || id >= model.tokenizer->vocab_size()) {
+        *err = Bad("logit_bias", fmt::format("'logit_bias' key '{}' is not a token id in [0, {})", key,
+                                             model.tokenizer->vocab_size()));
+        return false;
+      }
+      if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100)) {
+        *err = Bad("logit_bias",
+                   fmt::format("'logit_bias' value for token {} must be a number in [-100, 100]", key));
+        return false;
+      }
+      g.sampling.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
+    }
   }
   if (!GetBool(body, "ignore_eos", &g.limits.ignore_eos, err)) return false;
   if (!GetBool(body, "return_token_ids", &out->return_token_ids, err)) return false;

@@ -322,6 +322,27 @@ TEST_F(ServerTest, CompletionsStopStringsAndSeeds) {
                     td = json::parse(d->body)["choices"][0]["text"];
   EXPECT_EQ(ta, tb);
   EXPECT_NE(ta, td);
+
+  // logit_bias: +100 on one token makes it the greedy answer at every step; -100 keeps the first
+  // greedy token out.
+  json biased = {{"model", kModelId}, {"prompt", "Once"},   {"max_tokens", 4},
+                 {"temperature", 0},  {"ignore_eos", true}, {"return_token_ids", true}};
+  auto plain = Post(c, "/v1/completions", biased);
+  ASSERT_TRUE(plain);
+  ASSERT_EQ(plain->status, 200) << plain->body;
+  const json plain_ids = json::parse(plain->body)["choices"][0]["token_ids"];
+  ASSERT_EQ(plain_ids.size(), 4u) << plain->body;
+  biased["logit_bias"] = {{"42", 100}};
+  auto forced = Post(c, "/v1/completions", biased);
+  ASSERT_TRUE(forced);
+  ASSERT_EQ(forced->status, 200) << forced->body;
+  EXPECT_EQ(json::parse(forced->body)["choices"][0]["token_ids"], json::array({42, 42, 42, 42}))
+      << forced->body;
+  biased["logit_bias"] = {{std::to_string(plain_ids[0].get<int>()), -100}};
+  auto banned = Post(c, "/v1/completions", biased);
+  ASSERT_TRUE(banned);
+  ASSERT_EQ(banned->status, 200) << banned->body;
+  EXPECT_NE(json::parse(banned->body)["choices"][0]["token_ids"][0], plain_ids[0]) << banned->body;
 }
 
 TEST_F(ServerTest, AnswersAreIdenticalAloneFromTheCacheAndInABatch) {
@@ -380,6 +401,10 @@ TEST_F(ServerTest, BadRequestsGetA4xxThatNamesTheProblem) {
       {"{\"messages\":[{\"role\":\"user\",\"content\":5}]}", 400, "messages[0].content"},
       {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", 400, "text parts only"},
       {"{" + ok_msgs + ",\"top_logprobs\":3}", 400, "needs \\\"logprobs\\\": true"},
+      {"{" + ok_msgs + ",\"logit_bias\":[1]}", 400, "'logit_bias' must be an object"},
+      {"{" + ok_msgs + ",\"logit_bias\":{\"abc\":1}}", 400, "'logit_bias' key 'abc' is not a token id"},
+      {"{" + ok_msgs + ",\"logit_bias\":{\"99999999\":1}}", 400, "is not a token id in [0, "},
+      {"{" + ok_msgs + ",\"logit_bias\":{\"5\":101}}", 400, "must be a number in [-100, 100]"},
   };
   for (const auto& k : cases) {
     SCOPED_TRACE(k.body);

@@ -91,8 +91,8 @@ Result<ModelChatTemplate> FromGguf(const std::string& path, const std::string& n
           names += (names.empty() ? "" : ", ") + k.substr(kKey.size() + 1);
         }
       }
-      return NotFound("{}: no chat template named '{}' (it has: {})", path, name,
-                      names.empty() ? "only the default" : names);
+      if (names.empty()) names = f.Find(kKey) != nullptr ? "only the default" : "none";
+      return NotFound("{}: no chat template named '{}' (it has: {})", path, name, names);
     }
     FAK_ASSIGN_OR_RETURN(m.source, f.GetString(key));
   }

@@ -3,12 +3,16 @@
 
 #include <thread>
 
+#include <signal.h>
+#include <sys/select.h>
+
 #include <sys/stat.h>
 
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -271,10 +275,15 @@ TEST(FakCli, FlagsFollowLlamaCpp) {
   RunResult both = RunFak("run -m " + model + " -p hi -f /dev/null");
   EXPECT_EQ(both.exit_code, 2) << both.output;
   EXPECT_NE(both.output.find("excludes"), std::string::npos) << both.output;
-  for (const char* bad : {"--seed 18446744073709551616", "--seed -2", "--seed 1x", "-n -2"}) {
+  for (const char* bad :
+       {"--seed 18446744073709551616", "--seed -2", "--seed 1x", "-n -2", "--logit-bias 5",
+        "--logit-bias x+1", "--logit-bias 5+", "--logit-bias 5+1e99", "--logit-bias 99999+1"}) {
     RunResult r = RunFak("run -m " + model + " -p hi " + bad);
     EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.output;
   }
+  RunResult bias = RunFak("run -m " + model + " -p hi -n 3 -t 2 --no-special --print-ids -l 42+100");
+  ASSERT_EQ(bias.exit_code, 0) << bias.output;
+  EXPECT_NE(bias.output.find("\"output_ids\":[42,42,42]"), std::string::npos) << bias.output;
   RunResult neg = RunFak("run -m " + model + " -p '-dash' -n 2 -t 2 --no-special");  // a value, not a flag
   EXPECT_EQ(neg.exit_code, 0) << neg.output;
   // -n -1: until the context (here 24 positions) is full.
@@ -310,6 +319,113 @@ TEST(FakCli, FlagsFollowLlamaCpp) {
   EXPECT_NE(wide.output.find("exceeds the model's trained context"), std::string::npos) << wide.output;
   RunResult help = RunFak("run --help");
   EXPECT_NE(help.output.find("INT=128"), std::string::npos) << help.output;  // defaults are shown
+}
+
+// fak chat through stdin (hardening items 10 and 17): commands are not sent to the model, /save and
+// /load keep a conversation, a message too long for the context is refused and the conversation goes
+// on, older turns are dropped when the context fills, a model without a template needs --chat-template.
+TEST(FakCli, ChatThroughStdin) {
+  const std::string model = "../shared/fixtures/llamacpp-tiny/tiny-llama-q8_0.gguf";
+  const fs::path dir = TempDir();
+  const fs::path saved = dir / "conv.json", in = dir / "chat-in.txt";
+  std::ofstream(in) << "/help\nhello there\n/save " << saved.string() << "\n/clear\n/load " << saved.string()
+                    << "\n/load /nonexistent.json\n/bogus\n//slash\n/quit\nnever read\n";
+  RunResult r =
+      RunFak("chat -m " + model + " --chat-template chatml -n 8 -t 2 -s 'Be brief.' < " + in.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("/save FILE"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("saved 3 messages"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("conversation cleared"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("loaded 3 messages"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(conversation unchanged)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("unknown command /bogus"), std::string::npos) << r.output;
+  const auto conv = nlohmann::json::parse(std::ifstream(saved));
+  ASSERT_EQ(conv.size(), 3u);
+  EXPECT_EQ(conv[0]["role"], "system");
+  EXPECT_EQ(conv[1]["content"], "hello there");
+  EXPECT_EQ(conv[2]["role"], "assistant");
+  // Two replies: "hello there" and "/slash"; the help and commands were not sent.
+  size_t stats = 0;
+  for (size_t at = r.output.find("fak: prompt "); at != std::string::npos;
+       at = r.output.find("fak: prompt ", at + 1)) {
+    ++stats;
+  }
+  EXPECT_EQ(stats, 2u) << r.output;
+
+  std::ofstream(in, std::ios::trunc) << "one two three four five six seven\neight nine ten eleven twelve\n"
+                                     << std::string(400, 'x') << "\nthirteen fourteen\n";
+  RunResult fill =
+      RunFak("chat -m " + model + " --chat-template chatml -n 8 -c 64 -t 2 --no-stats < " + in.string());
+  ASSERT_EQ(fill.exit_code, 0) << fill.output;
+  EXPECT_NE(fill.output.find("oldest message"), std::string::npos) << fill.output;
+  EXPECT_NE(fill.output.find("message not sent:"), std::string::npos) << fill.output;
+  EXPECT_EQ(fill.output.find("fak: prompt "), std::string::npos) << fill.output;  // --no-stats
+
+  RunResult none = RunFak("chat -m " + model + " -n 8 < " + in.string());
+  EXPECT_EQ(none.exit_code, 1) << none.output;
+  EXPECT_NE(none.output.find("--chat-template"), std::string::npos) << none.output;
+}
+
+// Ctrl-C while a reply is written stops that reply, and the conversation goes on (item 10).
+TEST(FakCli, ChatInterruptStopsOnlyTheReply) {
+  int to_child[2], from_child[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(from_child), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(to_child[0], 0);
+    dup2(from_child[1], 1);
+    dup2(from_child[1], 2);
+    close(to_child[1]);
+    close(from_child[0]);
+    execl(FAK_BINARY, FAK_BINARY, "chat", "-m", "../shared/fixtures/llamacpp-tiny/tiny-llama-q8_0.gguf",
+          "--chat-template", "chatml", "-c", "16384", "-n", "8000", "-t", "1", nullptr);
+    _exit(127);
+  }
+  close(to_child[0]);
+  close(from_child[1]);
+  auto say = [&](const std::string& s) {
+    ASSERT_EQ(write(to_child[1], s.data(), s.size()), static_cast<ssize_t>(s.size()));
+  };
+  std::string out;
+  auto read_until = [&](const std::string& want, double seconds) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (out.find(want) == std::string::npos && std::chrono::steady_clock::now() < end) {
+      char buf[4096];
+      struct timeval tv = {0, 100000};
+      fd_set fds;
+      FD_ZERO(&fds);
+      FD_SET(from_child[0], &fds);
+      if (select(from_child[0] + 1, &fds, nullptr, nullptr, &tv) > 0) {
+        const ssize_t n = read(from_child[0], buf, sizeof buf);
+        if (n <= 0) break;
+        out.append(buf, static_cast<size_t>(n));
+      }
+    }
+    return out.find(want) != std::string::npos;
+  };
+  say("tell me a very long story\n");
+  const size_t before = out.size();
+  // Wait for some of the reply (past the warning line), then interrupt it.
+  EXPECT_TRUE(read_until("context of 2048 tokens\n", 60));
+  const auto start = std::chrono::steady_clock::now();
+  while (out.size() < before + 200 && std::chrono::steady_clock::now() - start < std::chrono::seconds(60)) {
+    read_until("\x01", 0.1);
+  }
+  kill(pid, SIGINT);
+  EXPECT_TRUE(read_until("reply stopped (Ctrl-C)", 60)) << out;
+  say("and another\n");
+  close(to_child[1]);  // end of input after the second message: chat ends normally
+  int status = 0;
+  read_until("\x01", 120);  // drain until the child closes its end
+  waitpid(pid, &status, 0);
+  close(from_child[0]);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << out;
+  size_t stats = 0;
+  for (size_t at = out.find("fak: prompt "); at != std::string::npos; at = out.find("fak: prompt ", at + 1))
+    ++stats;
+  EXPECT_EQ(stats, 2u) << out;  // the interrupted reply and the second one
 }
 
 // Strings from a file (keys, values, string arrays, tensor names) reach the terminal and JSON with

@@ -1,5 +1,4 @@
-// fak run: generate from a prompt, streaming text. fak chat: a multi-turn conversation through the
-// model's chat template, reusing the cached prefix between turns.
+// fak run: generate from a prompt, streaming text.
 #include <cstdio>
 #include <iostream>
 
@@ -23,18 +22,6 @@ bool StreamToStdout(const std::string& text) {
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
   return true;
-}
-
-void PrintTimings(const GenerateResult& r) {
-  const double pp =
-      r.prefill_seconds > 0 ? (r.prompt_ids.size() - r.cached_prompt_tokens) / r.prefill_seconds : 0;
-  const double tg = r.decode_seconds > 0 ? r.output_ids.size() / r.decode_seconds : 0;
-  std::fprintf(
-      stderr,
-      "\nfak: prompt %zu tokens (%lld cached) in %.1f ms (%.1f tok/s); generated %zu tokens in %.1f ms "
-      "(%.1f tok/s); stop: %s\n",
-      r.prompt_ids.size(), static_cast<long long>(r.cached_prompt_tokens), r.prefill_seconds * 1e3, pp,
-      r.output_ids.size(), r.decode_seconds * 1e3, tg, r.stop_reason.c_str());
 }
 
 }  // namespace
@@ -122,6 +109,10 @@ void RegisterRun(CLI::App& app, Context& ctx) {
       ctx.exit_code = Fail(loaded.status().ToString());
       return;
     }
+    if (Status s = sf.CheckVocabulary(loaded->model->config.vocab_size); !s.ok()) {
+      ctx.exit_code = UsageError(s.message());
+      return;
+    }
     auto session = CreateSession(mf, *loaded);
     if (!session.ok()) {
       ctx.exit_code = Fail(session.status().ToString());
@@ -174,73 +165,6 @@ void RegisterRun(CLI::App& app, Context& ctx) {
     if (dump) {
       Status s = dump->Finish();
       if (!s.ok()) ctx.exit_code = Fail(s.ToString());
-    }
-  });
-}
-
-void RegisterChat(CLI::App& app, Context& ctx) {
-  auto* cmd = app.add_subcommand("chat", "Chat with a model through its chat template (reads stdin)");
-  static ModelFlags mf;
-  static SamplingFlags sf;
-  static std::string system;
-  static int64_t n_predict = 512;
-  mf.Add(cmd);
-  sf.Add(cmd);
-  cmd->add_option("-s,--system", system, "System message");
-  cmd->add_option("-n,--n-predict", n_predict, "Most tokens per reply");
-  cmd->callback([&ctx]() {
-    auto loaded = LoadForRun(mf);
-    if (!loaded.ok()) {
-      ctx.exit_code = Fail(loaded.status().ToString());
-      return;
-    }
-    const std::string tpath = mf.tokenizer.empty() ? loaded->model->source->tokenizer_path() : mf.tokenizer;
-    auto mt = LoadModelChatTemplate(tpath);
-    if (!mt.ok()) {
-      ctx.exit_code = Fail(mt.status().ToString());
-      return;
-    }
-    auto tmpl = ChatTemplate::Parse(mt->source);
-    if (!tmpl.ok()) {
-      ctx.exit_code = Fail(tmpl.status().ToString());
-      return;
-    }
-    auto session = CreateSession(mf, *loaded);
-    if (!session.ok()) {
-      ctx.exit_code = Fail(session.status().ToString());
-      return;
-    }
-    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-    if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
-    const bool tty = isatty(0) == 1;
-    std::string line;
-    while (true) {
-      if (tty) std::fputs("> ", stdout), std::fflush(stdout);
-      if (!std::getline(std::cin, line)) break;
-      if (line.empty()) continue;
-      messages.push_back({{"role", "user"}, {"content", line}});
-      auto text = RenderChat(*tmpl, messages, nullptr, true, mt->bos_token, mt->eos_token);
-      if (!text.ok()) {
-        ctx.exit_code = Fail(text.status().ToString());
-        return;
-      }
-      auto ids = loaded->tokenizer->Encode(*text, EncodeOptions{.add_special = false, .parse_special = true});
-      if (!ids.ok()) {
-        ctx.exit_code = Fail(ids.status().ToString());
-        return;
-      }
-      GenerateOptions go;
-      go.max_tokens = n_predict;
-      go.sampling = sf.p;
-      go.on_text = StreamToStdout;
-      auto r = GenerateFromIds(**session, *loaded->tokenizer, *ids, go);
-      if (!r.ok()) {
-        ctx.exit_code = Fail(r.status().ToString());
-        return;
-      }
-      std::fputc('\n', stdout);
-      PrintTimings(*r);
-      messages.push_back({{"role", "assistant"}, {"content", r->text}});
     }
   });
 }

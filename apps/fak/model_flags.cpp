@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <random>
 
 #include "tokenizer/loader.h"
@@ -33,14 +35,16 @@ void SamplingFlags::Add(CLI::App* cmd) {
   cmd->add_option("--frequency-penalty", p.frequency_penalty, "Frequency penalty");
   cmd->add_option("--repeat-last-n", p.penalty_window, "Tokens the penalties look back over");
   cmd->add_option("--seed", seed, "Sampling seed, 0 to 2^64-1; -1: a random seed, printed on stderr");
+  cmd->add_option(
+      "-l,--logit-bias", logit_bias,
+      "TOKEN_ID+BIAS or TOKEN_ID-BIAS added to the token's logit; TOKEN_ID-inf bans it (repeatable)");
 }
 
 Status SamplingFlags::Resolve() {
   if (seed == "-1") {
     std::random_device rd;
-    p.seed = (static_cast<uint64_t>(rd()) << 32) | rd();
-    if (p.temperature > 0) std::fprintf(stderr, "fak: seed %llu\n", static_cast<unsigned long long>(p.seed));
-    return Status::Ok();
+    seed = std::to_string((static_cast<uint64_t>(rd()) << 32) | rd());
+    if (p.temperature > 0) std::fprintf(stderr, "fak: seed %s\n", seed.c_str());
   }
   const bool digits = !seed.empty() && seed.size() <= 20 &&
                       std::all_of(seed.begin(), seed.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -54,6 +58,42 @@ Status SamplingFlags::Resolve() {
                            seed);
   }
   p.seed = v;
+  p.logit_bias.clear();
+  for (const std::string& item : logit_bias) {
+    const size_t sign = item.find_first_of("+-");
+    const std::string id_text = item.substr(0, sign);
+    const bool id_ok =
+        sign != std::string::npos && !id_text.empty() && id_text.size() <= 9 &&
+        std::all_of(id_text.begin(), id_text.end(), [](char c) { return c >= '0' && c <= '9'; });
+    float bias = 0;
+    bool bias_ok = false;
+    if (id_ok) {
+      const std::string value = item.substr(sign);
+      if (value == "-inf") {
+        bias = -std::numeric_limits<float>::infinity();
+        bias_ok = true;
+      } else {
+        char* end = nullptr;
+        errno = 0;
+        bias = std::strtof(value.c_str(), &end);
+        bias_ok =
+            end == value.c_str() + value.size() && value.size() > 1 && errno == 0 && std::isfinite(bias);
+      }
+    }
+    if (!id_ok || !bias_ok) {
+      return InvalidArgument("--logit-bias '{}': want TOKEN_ID+BIAS, TOKEN_ID-BIAS or TOKEN_ID-inf", item);
+    }
+    p.logit_bias.emplace_back(std::stoi(id_text), bias);
+  }
+  return Status::Ok();
+}
+
+Status SamplingFlags::CheckVocabulary(int64_t vocab_size) const {
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (id >= vocab_size) {
+      return InvalidArgument("--logit-bias: token {} is outside the vocabulary of {}", id, vocab_size);
+    }
+  }
   return Status::Ok();
 }
 
@@ -151,6 +191,18 @@ Result<LoadedModel> LoadForRun(const ModelFlags& f, bool need_tokenizer) {
     }
   }
   return out;
+}
+
+void PrintTimings(const GenerateResult& r) {
+  const double pp =
+      r.prefill_seconds > 0 ? (r.prompt_ids.size() - r.cached_prompt_tokens) / r.prefill_seconds : 0;
+  const double tg = r.decode_seconds > 0 ? r.output_ids.size() / r.decode_seconds : 0;
+  std::fprintf(
+      stderr,
+      "\nfak: prompt %zu tokens (%lld cached) in %.1f ms (%.1f tok/s); generated %zu tokens in %.1f ms "
+      "(%.1f tok/s); stop: %s\n",
+      r.prompt_ids.size(), static_cast<long long>(r.cached_prompt_tokens), r.prefill_seconds * 1e3, pp,
+      r.output_ids.size(), r.decode_seconds * 1e3, tg, r.stop_reason.c_str());
 }
 
 }  // namespace fak::cli

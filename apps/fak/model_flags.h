@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "engine/generate.h"  // GenerateResult
 #include "engine/model.h"
 #include "engine/runtime.h"
 #include "engine/sampler.h"
@@ -66,15 +67,22 @@ Result<std::shared_ptr<grammar::Automaton>> GrammarFromFlags(const std::string& 
 
 struct SamplingFlags {
   SamplingParams p;
-  std::string seed = "-1";  // "-1": a random seed, printed so the run can be repeated
+  std::string seed = "-1";              // "-1": a random seed, printed so the run can be repeated
+  std::vector<std::string> logit_bias;  // "ID+BIAS", "ID-BIAS", "ID-inf"
   void Add(CLI::App* cmd);
   // Reads --seed (-1 or 0..2^64-1, nothing else) into p.seed, drawing and printing a random one for
-  // -1 when the sampling uses it; an error names the flag and the value.
+  // -1 when the sampling uses it, and --logit-bias into p.logit_bias; an error names the flag and
+  // the value.
   Status Resolve();
+  // Fails when a --logit-bias token is outside the model's vocabulary.
+  Status CheckVocabulary(int64_t vocab_size) const;
 };
 
 // llama.cpp's escape sequences in a prompt (-e): \n \r \t \' \" \\ \a \b \f \v \? \xHH;
 // any other backslash stays as written.
 std::string ProcessEscapes(const std::string& text);
+
+// The timing line after a generation (run, chat), on stderr.
+void PrintTimings(const GenerateResult& r);
 
 }  // namespace fak::cli
