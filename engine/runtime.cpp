@@ -1,6 +1,11 @@
 #include "engine/runtime.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include <fmt/format.h>
 
 namespace fak {
 
@@ -21,6 +26,55 @@ void Sequence::Adopt(const Sequence& other, int64_t n) {
   kv_.Adopt(other.kv_, n);
   tokens_.assign(other.tokens_.begin(), other.tokens_.begin() + kv_.size());
 }
+
+// Finds the first stage of a forward pass whose output holds NaN or infinity.
+class FiniteProbe final : public ForwardProbe {
+ public:
+  explicit FiniteProbe(Backend& be) : be_(be) {}
+  void Reset() { finding_.clear(); }
+  const std::string& finding() const { return finding_; }
+
+  void After(const char* stage, int64_t layer, Tensor x) override {
+    if (!finding_.empty() || x.rows == 0) return;
+    host_.resize(static_cast<size_t>(x.rows * x.cols));
+    be_.Download(x, host_.data());
+    if (!be_.Synchronize().ok()) return;
+    for (size_t i = 0; i < host_.size(); ++i) {
+      if (std::isfinite(host_[i])) continue;
+      const std::string where =
+          layer < 0 ? fmt::format("the {}", stage) : fmt::format("layer {}'s {} block", layer, stage);
+      finding_ = fmt::format("{} output is the first that is not finite ({} at row {}, column {})", where,
+                             host_[i], i / static_cast<size_t>(x.cols), i % static_cast<size_t>(x.cols));
+      return;
+    }
+  }
+
+ private:
+  Backend& be_;
+  std::vector<float> host_;
+  std::string finding_;
+};
+
+namespace {
+
+// The first non-finite value of n floats, or -1; written so the loop vectorizes (no early exit).
+int64_t FirstNonFinite(const float* v, int64_t n) {
+  uint32_t any = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &v[i], 4);
+    any |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  if (any == 0) return -1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(v[i])) return i;
+  }
+  return -1;
+}
+
+}  // namespace
+
+Runtime::Runtime(const Model& model, int64_t max_context) : model_(model), max_context_(max_context) {}
 
 Result<std::unique_ptr<Runtime>> Runtime::Create(const Model& model, const RuntimeOptions& o,
                                                  Backend* backend) {
@@ -51,6 +105,10 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Model& model, const Runti
     for (int64_t s = slots - 1; s >= 0; --s) rt->free_slots_.push_back(s);
   }
   FAK_ASSIGN_OR_RETURN(rt->arch_, arch->instantiate(model, *backend));
+  if (o.check_finite) {
+    rt->finite_probe_ = std::make_unique<FiniteProbe>(*backend);
+    rt->arch_->set_probe(rt->finite_probe_.get());
+  }
   const int64_t per_seq = (ctx + o.page_tokens - 1) / o.page_tokens;
   const int64_t pages = o.kv_pages > 0 ? o.kv_pages : per_seq * o.max_sequences;
   const ModelConfig& c = model.config;
@@ -177,6 +235,7 @@ Status Runtime::Forward(std::span<const SeqWork> work) {
     Backend& be = *backend_;
     const BatchPlan plan{tokens_, positions_, row_seq_, page_begin_, pages_, out_rows_, max_ctx, seq_state_};
     be.SetBatch(plan);
+    if (finite_probe_) finite_probe_->Reset();
     arch_->Forward(plan, kv_->store(), logits_.data != nullptr ? logits_ : Tensor{});
     int64_t out = 0;
     for (const SeqWork& w : work) {
@@ -186,6 +245,25 @@ Status Runtime::Forward(std::span<const SeqWork> work) {
       out += k;
     }
     s = be.Synchronize();
+    if (s.ok() && finite_probe_ && !finite_probe_->finding().empty()) {
+      s = Corrupt(
+          "non-finite values in the forward pass: {}; the model's weights or configuration are "
+          "broken there",
+          finite_probe_->finding());
+    }
+    // Non-finite logits mean broken weights or configuration (a NaN norm weight, an infinite scale):
+    // refuse them rather than sample token 0 forever. Scanning the rows costs little next to the pass.
+    for (const SeqWork& w : work) {
+      if (!s.ok() || w.logits == nullptr) continue;
+      const int64_t k = w.all_logits ? static_cast<int64_t>(w.tokens.size()) : 1;
+      if (const int64_t bad = FirstNonFinite(w.logits, k * vocab); bad >= 0) {
+        s = Corrupt(
+            "the forward pass produced non-finite logits ({} for token {} at row {}): the model's "
+            "weights or configuration hold non-finite values (check_finite, fak run --check-finite, "
+            "names the first layer)",
+            w.logits[bad], bad % vocab, bad / vocab);
+      }
+    }
   }
   if (!s.ok()) {
     for (const SeqWork& w : work) w.seq->kv_.Truncate(w.seq->size());  // nothing half-written stays

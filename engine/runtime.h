@@ -26,10 +26,15 @@ struct RuntimeOptions {
   int64_t page_tokens = 16;
   bool kv_f32 = false;         // f32 keys and values (exact comparisons with f32 references); default f16
   int64_t max_snapshots = 16;  // state slots for snapshots, for architectures with recurrent layers
-  BackendOptions backend;      // the backend the runtime makes when none is given to Create
+  // Checks every layer's output for NaN and infinity and fails a forward pass naming the first one
+  // that has them (a debugging aid: it copies every activation to the host). Non-finite logits are
+  // refused either way.
+  bool check_finite = false;
+  BackendOptions backend;  // the backend the runtime makes when none is given to Create
 };
 
 class Runtime;
+class FiniteProbe;
 
 // A sequence's context frozen at one point: its tokens, its KV pages by reference (copy-on-write
 // keeps them unchanged while the sequence goes on) and a copy of its recurrent state slot, if the
@@ -117,13 +122,14 @@ class Runtime {
   Result<int64_t> TakeStateSlot();
   void GiveStateSlot(int64_t slot);
 
-  Runtime(const Model& model, int64_t max_context) : model_(model), max_context_(max_context) {}
+  Runtime(const Model& model, int64_t max_context);
 
   const Model& model_;
   int64_t max_context_;
   std::unique_ptr<Backend> owned_backend_;
   Backend* backend_ = nullptr;
   std::unique_ptr<ArchInstance> arch_;
+  std::unique_ptr<FiniteProbe> finite_probe_;  // with check_finite
   std::unique_ptr<KvPagePool> kv_;
   size_t state_bytes_ = 0;
   int32_t states_ = -1;  // the backend's state store: max_sequences + max_snapshots slots

@@ -6,11 +6,16 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "engine/session.h"
+#include "formats/gguf.h"
 
 namespace fak {
 namespace {
@@ -227,6 +232,69 @@ TEST(Runtime, SnapshotRestoresASequenceExactlyWhileTheOriginalGoesOn) {
   a.reset();
   b.reset();
   EXPECT_EQ((*rt)->kv_pool().used_pages(), 0);
+}
+
+}  // namespace
+}  // namespace fak
+
+namespace fak {
+namespace {
+
+// A copy of the tiny F16 model with one f32 norm weight set to NaN (hardening item 7).
+std::string WriteModelWithNanNorm(const std::string& tensor) {
+  const std::string src = "../shared/fixtures/llamacpp-tiny/tiny-llama-f16.gguf";
+  auto file = GgufFile::Open(src);
+  EXPECT_TRUE(file.ok()) << file.status().ToString();
+  if (!file.ok()) return "";
+  const GgufTensorInfo* t = file->FindTensor(tensor);
+  EXPECT_TRUE(t != nullptr && t->type == GgmlType::kF32) << tensor;
+  if (t == nullptr) return "";
+  std::ifstream in(src, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const float nan = std::nanf("");
+  std::memcpy(bytes.data() + file->data_offset() + t->offset + 4 * 17, &nan, 4);
+  const std::string out = (std::filesystem::temp_directory_path() /
+                           ("fak_nan_norm_" + std::to_string(getpid()) + "_" + tensor + ".gguf"))
+                              .string();
+  std::ofstream(out, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return out;
+}
+
+TEST(Runtime, NonFiniteWeightsAreRefusedAndCheckFiniteNamesTheLayer) {
+  const std::string path = WriteModelWithNanNorm("blk.1.ffn_norm.weight");
+  ASSERT_FALSE(path.empty());
+  auto model = LoadModel(path);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const std::vector<int32_t> prompt = {1, 15043, 3186, 29892};
+  std::vector<float> logits(32000);
+  for (bool check : {false, true}) {
+    SCOPED_TRACE(check);
+    auto rt = Runtime::Create(
+        **model, RuntimeOptions{.max_context = 64, .check_finite = check, .backend = {.threads = 2}});
+    ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+    auto s = Session::Create(**rt);
+    ASSERT_TRUE(s.ok());
+    Status st = (*s)->Prefill(prompt, logits.data());
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ((*s)->position(), 0);  // nothing of the failed pass is kept
+    if (check) {
+      EXPECT_NE(st.message().find("layer 1's ffn block output is the first that is not finite"),
+                std::string::npos)
+          << st.message();
+    } else {
+      EXPECT_NE(st.message().find("non-finite logits"), std::string::npos) << st.message();
+    }
+  }
+  // The same check passes a healthy model with no error.
+  auto good = LoadModel("../shared/fixtures/llamacpp-tiny/tiny-llama-f16.gguf");
+  ASSERT_TRUE(good.ok());
+  auto rt = Runtime::Create(
+      **good, RuntimeOptions{.max_context = 64, .check_finite = true, .backend = {.threads = 2}});
+  ASSERT_TRUE(rt.ok());
+  auto s = Session::Create(**rt);
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE((*s)->Prefill(prompt, logits.data()).ok());
+  std::filesystem::remove(path);
 }
 
 }  // namespace

@@ -13,13 +13,16 @@
 
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "formats/gguf.h"
 #include "formats/gguf_test_util.h"
 
 namespace {
@@ -426,6 +429,30 @@ TEST(FakCli, ChatInterruptStopsOnlyTheReply) {
   for (size_t at = out.find("fak: prompt "); at != std::string::npos; at = out.find("fak: prompt ", at + 1))
     ++stats;
   EXPECT_EQ(stats, 2u) << out;  // the interrupted reply and the second one
+}
+
+// A NaN norm weight used to print token 0 forever with exit 0 (hardening item 7): now the run stops
+// with an error, and --check-finite names the layer.
+TEST(FakCli, NonFiniteModelStopsWithAnError) {
+  const std::string src = "../shared/fixtures/llamacpp-tiny/tiny-llama-f16.gguf";
+  auto file = fak::GgufFile::Open(src);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  const fak::GgufTensorInfo* t = file->FindTensor("blk.0.attn_norm.weight");
+  ASSERT_NE(t, nullptr);
+  std::ifstream in(src, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const float inf = INFINITY;
+  std::memcpy(bytes.data() + file->data_offset() + t->offset, &inf, 4);
+  const fs::path bad = TempDir() / "inf-norm.gguf";
+  std::ofstream(bad, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  RunResult r = RunFak("run -m " + bad.string() + " -p hi -n 4 -t 2");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("non-finite logits"), std::string::npos) << r.output;
+  RunResult c = RunFak("run -m " + bad.string() + " -p hi -n 4 -t 2 --check-finite");
+  EXPECT_EQ(c.exit_code, 1) << c.output;
+  EXPECT_NE(c.output.find("layer 0's attention block output is the first that is not finite"),
+            std::string::npos)
+      << c.output;
 }
 
 // Strings from a file (keys, values, string arrays, tensor names) reach the terminal and JSON with

@@ -58,7 +58,8 @@ constexpr const char* kLlama3 =
 Result<ModelChatTemplate> PickChatTemplate(const std::string& choice, const std::string& model_path,
                                            const Tokenizer& tok) {
   auto token_text = [&tok](int32_t id) { return id >= 0 && id < tok.vocab_size() ? tok.TokenText(id) : ""; };
-  ModelChatTemplate builtin{.source = "", .bos_token = token_text(tok.bos_id()), .eos_token = token_text(tok.eos_id())};
+  ModelChatTemplate builtin{
+      .source = "", .bos_token = token_text(tok.bos_id()), .eos_token = token_text(tok.eos_id())};
   std::error_code ec;
   if (!choice.empty() && std::filesystem::is_regular_file(choice, ec)) {
     FAK_ASSIGN_OR_RETURN(builtin.source, ReadFileToString(choice));
@@ -70,10 +71,12 @@ Result<ModelChatTemplate> PickChatTemplate(const std::string& choice, const std:
   }
   auto m = LoadModelChatTemplate(model_path, choice);
   if (!m.ok() && choice.empty()) {
-    return m.status().WithContext("the model has no usable chat template; give one with --chat-template "
-                                  "FILE or a built-in name (chatml, llama3)");
+    return m.status().WithContext(
+        "the model has no usable chat template; give one with --chat-template "
+        "FILE or a built-in name (chatml, llama3)");
   }
-  if (!m.ok()) return m.status().WithContext("--chat-template " + choice + " (not a file, not chatml or llama3)");
+  if (!m.ok())
+    return m.status().WithContext("--chat-template " + choice + " (not a file, not chatml or llama3)");
   return m;
 }
 
@@ -179,7 +182,8 @@ void RegisterChat(CLI::App& app, Context& ctx) {
   mf.Add(cmd);
   sf.Add(cmd);
   cmd->add_option("-s,--system", system, "System message");
-  cmd->add_option("-n,--n-predict", n_predict, "Most tokens per reply (at most half the context is kept for it)");
+  cmd->add_option("-n,--n-predict", n_predict,
+                  "Most tokens per reply (at most half the context is kept for it)");
   cmd->add_option("--chat-template", template_choice,
                   "Template file, a built-in name (chatml, llama3) or one of the model's named templates");
   cmd->add_flag("--no-stats", no_stats, "Do not print the timing line after each reply");
@@ -253,7 +257,8 @@ void RegisterChat(CLI::App& app, Context& ctx) {
           } else {
             auto loaded_messages = ReadConversation(arg);
             if (!loaded_messages.ok()) {
-              std::fprintf(stderr, "fak: %s (conversation unchanged)\n", loaded_messages.status().ToString().c_str());
+              std::fprintf(stderr, "fak: %s (conversation unchanged)\n",
+                           loaded_messages.status().ToString().c_str());
               continue;
             }
             chat.messages = std::move(*loaded_messages);

@@ -23,6 +23,9 @@ void ModelFlags::Add(CLI::App* cmd) {
   cmd->add_flag("--mmap", mmap, "Use GGUF tensors in place instead of copying them into huge pages");
   cmd->add_option("--kv-type", kv_type, "KV cache element type: f16 (default) or f32");
   cmd->add_option("--backend", backend, "Backend: cpu, cuda, or auto (cuda when a GPU is usable, else cpu)");
+  cmd->add_flag("--check-finite", check_finite,
+                "Check every layer's output for NaN and infinity and name the first one that has them (slow; "
+                "non-finite logits are refused either way)");
 }
 
 void SamplingFlags::Add(CLI::App* cmd) {
@@ -153,6 +156,7 @@ Result<RuntimeOptions> RuntimeOptionsFor(const ModelFlags& f, const Model& model
   RuntimeOptions o;
   o.max_context = std::max(ContextFor(f, model), min_context);
   o.kv_f32 = f.kv_type == "f32";
+  o.check_finite = f.check_finite;
   return o;
 }
 

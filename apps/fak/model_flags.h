@@ -27,6 +27,7 @@ struct ModelFlags {
   bool mmap = false;
   std::string kv_type = "f16";  // KV cache element type: f16 or f32
   std::string backend = "cpu";
+  bool check_finite = false;  // --check-finite: name the first layer whose output is not finite
 
   void Add(CLI::App* cmd);
 };

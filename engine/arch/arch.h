@@ -45,16 +45,34 @@ struct LayerCache {
   size_t state_bytes = 0;
 };
 
+// Sees the residual stream after each stage of a forward pass: "embedding" (layer -1), then
+// "attention" and "ffn" of every layer, then "logits" (layer -1). A debugging aid (finding the first
+// layer whose output is not finite); it may Download and synchronize, so it costs time.
+class ForwardProbe {
+ public:
+  virtual ~ForwardProbe() = default;
+  virtual void After(const char* stage, int64_t layer, Tensor x) = 0;
+};
+
 // A loaded model bound to one backend: its weights as backend handles, its activations, and the
 // forward pass.
 class ArchInstance {
  public:
   virtual ~ArchInstance() = default;
+  void set_probe(ForwardProbe* probe) { probe_ = probe; }
   // Allocates activations for batches of up to max_rows rows with up to max_out logits rows.
   virtual Status Reserve(int64_t max_rows, int64_t max_out) = 0;
   // Queues the forward pass of `batch` (set on the backend already): writes every row's keys and
   // values into the KV store and the logits of batch.out_rows into logits (n_out, vocab).
   virtual void Forward(const BatchPlan& batch, int32_t kv, Tensor logits) = 0;
+
+ protected:
+  void Probe(const char* stage, int64_t layer, Tensor x) {
+    if (probe_ != nullptr) probe_->After(stage, layer, x);
+  }
+
+ private:
+  ForwardProbe* probe_ = nullptr;
 };
 
 struct Architecture {

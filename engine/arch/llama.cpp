@@ -166,6 +166,7 @@ class Llama final : public ArchInstance {
                  v = v_.Rows(0, n);
     const Tensor attn = attn_.Rows(0, n), o = o_.Rows(0, n), gate = gate_.Rows(0, n), up = up_.Rows(0, n);
     be_.Embed(embd_, x);
+    Probe("embedding", -1, x);
     for (int64_t l = 0; l < c_.n_layer; ++l) {
       const BoundWeight* w = layers_[static_cast<size_t>(l)].w;
       // Attention block.
@@ -184,6 +185,7 @@ class Llama final : public ArchInstance {
       be_.Attention(kv, l, q, scale, attn);
       be_.MatMul(w[kWo], attn, o);
       be_.Add(x, o);
+      Probe("attention", l, x);
       // FFN block.
       be_.RmsNorm(x, w[kFfnNorm], xn, eps);
       be_.MatMul(w[kGate], xn, gate);
@@ -191,12 +193,14 @@ class Llama final : public ArchInstance {
       be_.SiluMul(gate, up);
       be_.MatMul(w[kDown], gate, o);
       be_.Add(x, o);
+      Probe("ffn", l, x);
     }
     if (n_out == 0) return;
     const Tensor ox = out_x_.Rows(0, n_out), oxn = out_xn_.Rows(0, n_out);
     be_.GatherOutRows(x, ox);
     be_.RmsNorm(ox, out_norm_, oxn, eps);
     be_.MatMul(out_, oxn, logits.Rows(0, n_out));
+    Probe("logits", -1, logits.Rows(0, n_out));
   }
 
  private:
