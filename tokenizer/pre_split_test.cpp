@@ -5,7 +5,7 @@
 namespace fak {
 namespace {
 
-std::vector<std::string> SplitWith(const std::vector<std::string>& patterns, std::string_view text) {
+std::vector<std::string> SplitWith(const std::vector<SplitRule>& patterns, std::string_view text) {
   Result<PreSplitter> s = PreSplitter::Create(patterns);
   EXPECT_TRUE(s.ok()) << s.status().ToString();
   std::vector<std::string_view> pieces;
@@ -52,6 +52,62 @@ TEST(PreSplit, PiecesCoverTheText) {
     joined += p;
   }
   EXPECT_EQ(joined, text);
+}
+
+TEST(PreSplit, EveryLlamaCppPreTokenizerCompiles) {
+  const auto names = KnownGgufPreNames();
+  EXPECT_GE(names.size(), 90u);
+  for (std::string_view name : names) {
+    const auto p = GgufPreTokenizerFor(name);
+    ASSERT_TRUE(p.ok()) << name;
+    const Result<PreSplitter> s = PreSplitter::Create(p->splits);
+    EXPECT_TRUE(s.ok()) << name << ": " << s.status().ToString();
+    // Pieces cover the text for every name (no rule removes matches).
+    const std::string text = "Hello WORLD's 1234567 \xE4\xBD\xA0\xE5\xA5\xBD\xE4\xB8\x96 ok!!\n\n  x";
+    if (s.ok()) {
+      std::vector<std::string_view> pieces;
+      s->Split(text, &pieces);
+      std::string joined;
+      for (std::string_view piece : pieces) joined += piece;
+      EXPECT_EQ(joined, text) << name;
+    }
+  }
+  EXPECT_TRUE(GgufPreTokenizerFor("llama-bpe")->ignore_merges);
+  EXPECT_FALSE(GgufPreTokenizerFor("gemma4")->byte_level);
+}
+
+TEST(PreSplit, DigitGroupingFromTheRight) {
+  // superbpe: an empty-match lookahead still splits the text (as in HuggingFace).
+  EXPECT_EQ(SplitWith(*PreSplitPatternsForGgufPre("superbpe"), "x1234567 89"),
+            (V{"x", "1", "234", "567", " ", "89"}));
+  EXPECT_EQ(SplitWith(*PreSplitPatternsForGgufPre("afmoe"), "1234567"), (V{"1", "234", "567"}));
+  // Kimi K2: Han runs are their own pieces, other letters follow the GPT-4o rules.
+  EXPECT_EQ(SplitWith(*PreSplitPatternsForGgufPre("kimi-k2"),
+                      "ab\xE4\xBD\xA0\xE5\xA5\xBD"
+                      "Cd"),
+            (V{"ab", "\xE4\xBD\xA0\xE5\xA5\xBD", "Cd"}));
+}
+
+// Expected pieces from HuggingFace tokenizers' Split pre-tokenizer on "a--b-c-" with the pattern "-".
+TEST(PreSplit, SplitBehavioursAsHuggingFace) {
+  auto rule = [](SplitBehavior b, bool invert = false) {
+    return std::vector<SplitRule>{SplitRule("-", b, invert)};
+  };
+  EXPECT_EQ(SplitWith(rule(SplitBehavior::kRemoved), "a--b-c-"), (V{"a", "b", "c"}));
+  EXPECT_EQ(SplitWith(rule(SplitBehavior::kIsolated), "a--b-c-"), (V{"a", "-", "-", "b", "-", "c", "-"}));
+  EXPECT_EQ(SplitWith(rule(SplitBehavior::kMergedWithPrevious), "a--b-c-"), (V{"a-", "-", "b-", "c-"}));
+  EXPECT_EQ(SplitWith(rule(SplitBehavior::kMergedWithNext), "a--b-c-"), (V{"a", "-", "-b", "-c", "-"}));
+  EXPECT_EQ(SplitWith(rule(SplitBehavior::kContiguous), "a--b-c-"), (V{"a", "--", "b", "-", "c", "-"}));
+  EXPECT_EQ(SplitWith(rule(SplitBehavior::kRemoved, true), "a--b-c-"), (V{"-", "-", "-", "-"}));
+  EXPECT_EQ(SplitWith(rule(SplitBehavior::kMergedWithPrevious, true), "a--b-c-"),
+            (V{"a", "-", "-b", "-c", "-"}));
+  // After a ByteLevel step a rule sees mapped text: byte 0xB2 of "\xC2\xB2" is the digit-like U+00B2.
+  EXPECT_EQ(SplitWith({SplitRule(R"(\p{N}+)", SplitBehavior::kIsolated, false, true)},
+                      "x\xC2\xB2"
+                      "3"),
+            (V{"x\xC2",
+               "\xB2"
+               "3"}));
 }
 
 TEST(PreSplit, BadPatternNamesTheProblem) {

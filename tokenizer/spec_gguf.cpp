@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "tokenizer/pre_split.h"  // PreSplitPatternsForGgufPre
+#include "tokenizer/pre_split.h"  // GgufPreTokenizerFor
 
 namespace fak {
 namespace {
@@ -86,9 +86,8 @@ Result<TokenizerSpec> TokenizerSpecFromGguf(const GgufFile& gguf) {
   FAK_ASSIGN_OR_RETURN(spec.unk_id, ReadOptionalId(gguf, "tokenizer.ggml.unknown_token_id"));
   FAK_ASSIGN_OR_RETURN(spec.pad_id, ReadOptionalId(gguf, "tokenizer.ggml.padding_token_id"));
 
-  if (model == "gpt2") {
+  if (model == "gpt2" || model == "gemma4") {
     spec.model = TokenizerModel::kBpe;
-    spec.byte_level = true;
     FAK_ASSIGN_OR_RETURN(const std::vector<std::string> merges, ReadStrings(gguf, "tokenizer.ggml.merges"));
     spec.merges.reserve(merges.size());
     for (size_t i = 0; i < merges.size(); ++i) {
@@ -99,14 +98,21 @@ Result<TokenizerSpec> TokenizerSpecFromGguf(const GgufFile& gguf) {
       }
       spec.merges.emplace_back(merges[i].substr(0, sp), merges[i].substr(sp + 1));
     }
-    std::string pre = "default";
-    if (gguf.Find("tokenizer.ggml.pre") != nullptr) {
+    // As llama.cpp: a gemma4 vocabulary is always the gemma4 pre-tokenizer; a missing name is "default".
+    std::string pre = model == "gemma4" ? "gemma4" : "default";
+    if (model != "gemma4" && gguf.Find("tokenizer.ggml.pre") != nullptr) {
       FAK_ASSIGN_OR_RETURN(pre, gguf.GetString("tokenizer.ggml.pre"));
     }
-    auto patterns = PreSplitPatternsForGgufPre(pre);
-    if (!patterns.ok()) return patterns.status().WithContext(spec.source);
-    spec.split_patterns = std::move(patterns).value();
-    spec.ignore_merges = pre == "llama-bpe" || pre == "llama3";
+    auto found = GgufPreTokenizerFor(pre);
+    if (!found.ok()) return found.status().WithContext(spec.source);
+    GgufPreTokenizer p = std::move(found).value();
+    spec.split_patterns = std::move(p.splits);
+    spec.ignore_merges = p.ignore_merges;
+    spec.byte_level = p.byte_level;
+    // SentencePiece-style BPE (Gemma 4): spaces are U+2581, characters missing from the vocabulary
+    // become <0xAB> pieces.
+    spec.byte_fallback = !p.byte_level;
+    spec.metaspace = p.escape_whitespace;
     FAK_ASSIGN_OR_RETURN(spec.add_bos, ReadOptionalBool(gguf, "tokenizer.ggml.add_bos_token", false));
   } else if (model == "llama") {
     spec.model = TokenizerModel::kSpm;
@@ -118,9 +124,16 @@ Result<TokenizerSpec> TokenizerSpecFromGguf(const GgufFile& gguf) {
                          ReadOptionalBool(gguf, "tokenizer.ggml.add_space_prefix", true));
     FAK_ASSIGN_OR_RETURN(spec.add_bos, ReadOptionalBool(gguf, "tokenizer.ggml.add_bos_token", true));
     if (spec.unk_id < 0) spec.unk_id = 0;
+  } else if (model == "bert") {
+    return Unsupported(
+        "{}: tokenizer.ggml.model 'bert' (WordPiece) is not supported (want gpt2, gemma4 or llama)",
+        spec.source);
+  } else if (model == "t5") {
+    return Unsupported(
+        "{}: tokenizer.ggml.model 't5' (Unigram) is not supported (want gpt2, gemma4 or llama)", spec.source);
   } else {
-    return Unsupported("{}: tokenizer.ggml.model '{}' is not supported (want gpt2 or llama)", spec.source,
-                       model);
+    return Unsupported("{}: tokenizer.ggml.model '{}' is not supported (want gpt2, gemma4 or llama)",
+                       spec.source, model);
   }
   FAK_ASSIGN_OR_RETURN(spec.add_eos, ReadOptionalBool(gguf, "tokenizer.ggml.add_eos_token", false));
   if (gguf.Find("tokenizer.chat_template") != nullptr) {

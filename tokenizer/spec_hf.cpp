@@ -4,7 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/pre_split.h"  // kGpt2SplitPattern
+#include "tokenizer/normalizer.h"  // NormalizerStep, EscapeRegex
+#include "tokenizer/pre_split.h"   // kGpt2SplitPattern, SplitRule
 
 namespace fak {
 namespace {
@@ -12,16 +13,6 @@ namespace {
 using nlohmann::json;
 
 constexpr char kMetaspace[] = "\xE2\x96\x81";
-
-// Regex that matches `s` literally.
-std::string EscapeRegex(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (std::string_view("\\^$.|?*+()[]{}-/").find(c) != std::string_view::npos) out.push_back('\\');
-    out.push_back(c);
-  }
-  return out;
-}
 
 bool GetBool(const json& j, const char* key, bool fallback) {
   const auto it = j.find(key);
@@ -41,11 +32,16 @@ std::string TokenContent(const json& j) {
 struct Parser {
   const std::string& source;
   TokenizerSpec& spec;
+  int steps_seen = 0;             // pre-tokenizer steps parsed so far
+  bool after_byte_level = false;  // a ByteLevel step came before: later splits see mapped text
 
   Status ParseModel(const json& model) {
     const auto type = model.find("type");
     if (type != model.end() && !(type->is_string() && type->get<std::string>() == "BPE")) {
-      return Unsupported("{}: model.type {} is not supported (only BPE)", source, type->dump());
+      return Unsupported(
+          "{}: model.type {} is not supported (fak implements BPE; not WordPiece, Unigram or "
+          "WordLevel)",
+          source, type->dump());
     }
     const auto vocab = model.find("vocab");
     if (vocab == model.end()) return NotFound("{}: missing field model.vocab", source);
@@ -133,10 +129,23 @@ struct Parser {
     return Status::Ok();
   }
 
+  // Regex of a HuggingFace pattern: {"String": "..."} (literal) or {"Regex": "..."}.
+  Result<std::string> PatternOf(const json& p, const std::string& where) const {
+    const auto pattern = p.find("pattern");
+    if (pattern == p.end() || !pattern->is_object())
+      return Corrupt("{}: {}.pattern is missing", source, where);
+    const auto regex = pattern->find("Regex");
+    if (regex != pattern->end() && regex->is_string()) return regex->get<std::string>();
+    const auto str = pattern->find("String");
+    if (str != pattern->end() && str->is_string()) return EscapeRegex(str->get<std::string>());
+    return Corrupt("{}: {}.pattern has neither Regex nor String", source, where);
+  }
+
   Status ParseNormalizer(const json& n, const std::string& where) {
     if (n.is_null()) return Status::Ok();
     if (!n.is_object()) return Corrupt("{}: {} is not an object", source, where);
     const std::string type = n.value("type", "");
+    NormalizerStep step;
     if (type == "Sequence") {
       const auto list = n.find("normalizers");
       if (list == n.end() || !list->is_array())
@@ -146,24 +155,61 @@ struct Parser {
       }
       return Status::Ok();
     }
-    if (type == "NFC")
-      spec.normalization = NormalizationForm::kNfc;
-    else if (type == "NFKC")
-      spec.normalization = NormalizationForm::kNfkc;
-    else if (type == "NFD")
-      spec.normalization = NormalizationForm::kNfd;
-    else if (type == "NFKD")
-      spec.normalization = NormalizationForm::kNfkd;
-    else if (type == "Prepend" && n.value("prepend", "") == kMetaspace) {
-      spec.metaspace = true;
-      spec.add_space_prefix = true;
-    } else if (type == "Replace" && n.contains("pattern") && n["pattern"].is_object() &&
-               n["pattern"].value("String", "") == " " && n.value("content", "") == kMetaspace) {
-      spec.metaspace = true;
+    if (type == "NFC" || type == "NFKC" || type == "NFD" || type == "NFKD") {
+      step.kind = NormalizerStep::Kind::kUnicode;
+      step.form = type == "NFC"    ? NormalizationForm::kNfc
+                  : type == "NFKC" ? NormalizationForm::kNfkc
+                  : type == "NFD"  ? NormalizationForm::kNfd
+                                   : NormalizationForm::kNfkd;
+    } else if (type == "Lowercase") {
+      step.kind = NormalizerStep::Kind::kLowercase;
+    } else if (type == "StripAccents") {
+      step.kind = NormalizerStep::Kind::kStripAccents;
+    } else if (type == "Strip") {
+      step.kind = NormalizerStep::Kind::kStrip;
+      step.left = GetBool(n, "strip_left", true);
+      step.right = GetBool(n, "strip_right", true);
+    } else if (type == "Replace") {
+      step.kind = NormalizerStep::Kind::kReplace;
+      FAK_ASSIGN_OR_RETURN(step.pattern, PatternOf(n, where));
+      step.content = n.value("content", "");
+    } else if (type == "Prepend") {
+      step.kind = NormalizerStep::Kind::kPrepend;
+      step.content = n.value("prepend", "");
     } else {
-      return Unsupported("{}: {} of type '{}' is not supported", source, where, type);
+      return Unsupported(
+          "{}: {} of type '{}' is not supported (fak knows Sequence, NFC, NFKC, NFD, NFKD, "
+          "Lowercase, Strip, StripAccents, Replace, Prepend)",
+          source, where, type);
     }
+    spec.normalizers.push_back(std::move(step));
     return Status::Ok();
+  }
+
+  // SentencePiece-style vocabularies (Llama 2, Gemma, Phi-3) end their normalizer with Replace(" " ->
+  // U+2581) and Prepend(U+2581). Those two trailing steps become the metaspace rules, which decoding
+  // also follows (U+2581 decodes as a space, the prepended one is dropped).
+  void LiftMetaspaceNormalizers() {
+    const std::string space = EscapeRegex(" ");
+    bool replace = false;
+    bool prepend = false;
+    size_t keep = spec.normalizers.size();
+    while (keep > 0) {
+      const NormalizerStep& s = spec.normalizers[keep - 1];
+      if (!replace && s.kind == NormalizerStep::Kind::kReplace && s.pattern == space &&
+          s.content == kMetaspace) {
+        replace = true;
+      } else if (!prepend && s.kind == NormalizerStep::Kind::kPrepend && s.content == kMetaspace) {
+        prepend = true;
+      } else {
+        break;
+      }
+      --keep;
+    }
+    if (!replace) return;
+    spec.normalizers.resize(keep);
+    spec.metaspace = true;
+    spec.add_space_prefix = prepend;
   }
 
   Status ParsePreTokenizer(const json& p, const std::string& where) {
@@ -179,43 +225,106 @@ struct Parser {
       }
       return Status::Ok();
     }
+    const bool first = steps_seen == 0;
+    ++steps_seen;
+    auto split = [&](std::string pattern, SplitBehavior behavior, bool invert = false) {
+      spec.split_patterns.emplace_back(std::move(pattern), behavior, invert, after_byte_level);
+    };
     if (type == "ByteLevel") {
       spec.byte_level = true;
-      spec.add_prefix_space = GetBool(p, "add_prefix_space", false);
-      if (GetBool(p, "use_regex", true)) spec.split_patterns.push_back(kGpt2SplitPattern);
+      if (GetBool(p, "add_prefix_space", false)) {
+        // The space goes in front of every piece earlier steps made; fak does it for the whole text.
+        if (!first) {
+          return Unsupported(
+              "{}: {} (ByteLevel with add_prefix_space) after another pre-tokenizer step is not "
+              "supported",
+              source, where);
+        }
+        spec.add_prefix_space = true;
+      }
+      if (GetBool(p, "use_regex", true)) spec.split_patterns.emplace_back(kGpt2SplitPattern);
+      after_byte_level = true;
       return Status::Ok();
     }
     if (type == "Split") {
-      const auto pattern = p.find("pattern");
-      if (pattern == p.end() || !pattern->is_object())
-        return Corrupt("{}: {}.pattern is missing", source, where);
-      if (p.value("behavior", "") != "Isolated" || GetBool(p, "invert", false)) {
-        return Unsupported("{}: {} with behavior '{}' is not supported (only Isolated)", source, where,
-                           p.value("behavior", ""));
-      }
-      if (pattern->contains("Regex") && (*pattern)["Regex"].is_string()) {
-        spec.split_patterns.push_back((*pattern)["Regex"].get<std::string>());
-      } else if (pattern->contains("String") && (*pattern)["String"].is_string()) {
-        spec.split_patterns.push_back(EscapeRegex((*pattern)["String"].get<std::string>()));
+      FAK_ASSIGN_OR_RETURN(std::string pattern, PatternOf(p, where));
+      const std::string b = p.value("behavior", "");
+      SplitBehavior behavior;
+      if (b == "Isolated") {
+        behavior = SplitBehavior::kIsolated;
+      } else if (b == "Removed") {
+        behavior = SplitBehavior::kRemoved;
+      } else if (b == "MergedWithPrevious") {
+        behavior = SplitBehavior::kMergedWithPrevious;
+      } else if (b == "MergedWithNext") {
+        behavior = SplitBehavior::kMergedWithNext;
+      } else if (b == "Contiguous") {
+        behavior = SplitBehavior::kContiguous;
       } else {
-        return Corrupt("{}: {}.pattern has neither Regex nor String", source, where);
+        return Corrupt(
+            "{}: {}.behavior '{}' is not a split behaviour (Isolated, Removed, MergedWithPrevious, "
+            "MergedWithNext, Contiguous)",
+            source, where, b);
       }
+      split(std::move(pattern), behavior, GetBool(p, "invert", false));
+      return Status::Ok();
+    }
+    if (type == "Digits") {
+      split(GetBool(p, "individual_digits", false) ? R"(\p{N})" : R"(\p{N}+)", SplitBehavior::kIsolated);
+      return Status::Ok();
+    }
+    if (type == "Punctuation" || type == "BertPreTokenizer") {
+      SplitBehavior behavior = SplitBehavior::kIsolated;
+      if (type == "BertPreTokenizer") {
+        split(R"(\s+)", SplitBehavior::kRemoved);
+      } else if (p.value("behavior", "Isolated") == "Contiguous") {
+        behavior = SplitBehavior::kContiguous;
+      } else if (p.value("behavior", "Isolated") == "Removed") {
+        behavior = SplitBehavior::kRemoved;
+      } else if (p.value("behavior", "Isolated") == "MergedWithPrevious") {
+        behavior = SplitBehavior::kMergedWithPrevious;
+      } else if (p.value("behavior", "Isolated") == "MergedWithNext") {
+        behavior = SplitBehavior::kMergedWithNext;
+      }
+      // Unicode punctuation and ASCII punctuation (which counts $+<=>^`|~ too), one character at a time.
+      split(R"([\p{P}!-/:-@\[-`{-~])", behavior);
+      return Status::Ok();
+    }
+    if (type == "Whitespace") {
+      split(R"(\w+|[^\w\s]+)", SplitBehavior::kRemoved, /*invert=*/true);
+      return Status::Ok();
+    }
+    if (type == "WhitespaceSplit") {
+      split(R"(\s+)", SplitBehavior::kRemoved);
+      return Status::Ok();
+    }
+    if (type == "CharDelimiterSplit") {
+      split(EscapeRegex(p.value("delimiter", "")), SplitBehavior::kRemoved);
       return Status::Ok();
     }
     if (type == "Metaspace") {
       if (p.value("replacement", kMetaspace) != kMetaspace) {
         return Unsupported("{}: {} replacement other than U+2581", source, where);
       }
+      // Metaspace rewrites each piece earlier steps made; fak does it for the whole text.
+      if (!first) {
+        return Unsupported("{}: {} (Metaspace) after another pre-tokenizer step is not supported", source,
+                           where);
+      }
       spec.metaspace = true;
       const std::string scheme =
           p.value("prepend_scheme", GetBool(p, "add_prefix_space", true) ? "always" : "never");
       spec.add_space_prefix = scheme != "never";
       spec.space_prefix_first_only = scheme == "first";
+      spec.space_prefix_if_missing = true;
       // split = true: each U+2581 starts a new word.
-      if (GetBool(p, "split", true)) spec.split_patterns.push_back("\\x{2581}[^\\x{2581}]*|[^\\x{2581}]+");
+      if (GetBool(p, "split", true)) split(kMetaspace, SplitBehavior::kMergedWithNext);
       return Status::Ok();
     }
-    return Unsupported("{}: {} of type '{}' is not supported", source, where, type);
+    return Unsupported(
+        "{}: {} of type '{}' is not supported (fak knows Sequence, Split, ByteLevel, Digits, "
+        "Punctuation, Whitespace, WhitespaceSplit, CharDelimiterSplit, BertPreTokenizer, Metaspace)",
+        source, where, type);
   }
 
   void ParsePostProcessor(const json& p) {
@@ -299,7 +408,10 @@ Status ParseRoot(const json& root, const json& config, const std::string& source
   if (!model->is_object()) return Corrupt("{}: model is not an object", source);
   FAK_RETURN_IF_ERROR(p.ParseModel(*model));
   if (root.contains("added_tokens")) FAK_RETURN_IF_ERROR(p.ParseAddedTokens(root["added_tokens"]));
-  if (root.contains("normalizer")) FAK_RETURN_IF_ERROR(p.ParseNormalizer(root["normalizer"], "normalizer"));
+  if (root.contains("normalizer")) {
+    FAK_RETURN_IF_ERROR(p.ParseNormalizer(root["normalizer"], "normalizer"));
+    p.LiftMetaspaceNormalizers();
+  }
   if (root.contains("pre_tokenizer")) {
     FAK_RETURN_IF_ERROR(p.ParsePreTokenizer(root["pre_tokenizer"], "pre_tokenizer"));
   }

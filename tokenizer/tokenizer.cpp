@@ -7,8 +7,9 @@
 
 #include "core/log.h"
 #include "tokenizer/merge_table.h"  // MergeTable, ApplyBpeMerges, SpmEncode
+#include "tokenizer/normalizer.h"   // Normalizer
 #include "tokenizer/pre_split.h"    // PreSplitter
-#include "tokenizer/unicode.h"      // SanitizeUtf8, Normalize, GetByteLevelTable
+#include "tokenizer/unicode.h"      // SanitizeUtf8, GetByteLevelTable
 
 namespace fak {
 namespace {
@@ -78,6 +79,7 @@ struct Tokenizer::Impl {
   std::vector<uint8_t> special;             // id -> control/unknown
   std::vector<uint8_t> added;               // id -> written verbatim when decoding
   PreSplitter splitter;
+  Normalizer normalizer;
 
   std::vector<AddedToken> added_tokens;
   std::array<std::vector<uint32_t>, 256> added_by_first_byte;  // indices, longest content first
@@ -248,6 +250,9 @@ Result<Tokenizer> Tokenizer::Create(TokenizerSpec spec) {
   Result<PreSplitter> splitter = PreSplitter::Create(spec.split_patterns);
   if (!splitter.ok()) return splitter.status().WithContext(src);
   im.splitter = std::move(splitter).value();
+  Result<Normalizer> normalizer = Normalizer::Create(spec.normalizers);
+  if (!normalizer.ok()) return normalizer.status().WithContext(src);
+  im.normalizer = std::move(normalizer).value();
   im.spec = std::move(spec);
   return t;
 }
@@ -368,14 +373,17 @@ void Tokenizer::Impl::EncodeWord(std::string_view word, std::vector<int32_t>* ou
 
 Status Tokenizer::Impl::EncodeText(std::string_view text, bool at_start, std::vector<int32_t>* out) const {
   std::string normalized;
-  if (spec.normalization != NormalizationForm::kNone) {
-    FAK_ASSIGN_OR_RETURN(normalized, Normalize(text, spec.normalization));
+  if (!normalizer.empty()) {
+    FAK_ASSIGN_OR_RETURN(normalized, normalizer.Apply(text));
     text = normalized;
+    if (text.empty()) return Status::Ok();
   }
   std::string prepared;
   if (spec.metaspace) {
     prepared.reserve(text.size() + 8);
-    const bool prefix = spec.add_space_prefix && (at_start || !spec.space_prefix_first_only);
+    const bool starts_with_space = text.starts_with(' ') || text.starts_with(kMetaspace);
+    const bool prefix = spec.add_space_prefix && (at_start || !spec.space_prefix_first_only) &&
+                        !(spec.space_prefix_if_missing && starts_with_space);
     if (prefix) prepared.append(kMetaspace);
     for (char c : text) {
       if (c == ' ') {

@@ -49,8 +49,22 @@ TEST(TokenizerBadInput, HfJsonErrorsNameTheField) {
   ExpectError(R"({"model": {"type": "Unigram", "vocab": []}})", StatusCode::kUnsupported, "Unigram");
   ExpectError(R"({"model": {"type": "BPE", "vocab": {}, "merges": []}})", StatusCode::kCorrupt,
               "empty vocabulary");
-  ExpectError(std::string("{") + kMinimalModel + R"(, "normalizer": {"type": "Lowercase"}})",
-              StatusCode::kUnsupported, "Lowercase");
+  ExpectError(std::string("{") + kMinimalModel + R"(, "normalizer": {"type": "Precompiled"}})",
+              StatusCode::kUnsupported, "Precompiled");
+  ExpectError(
+      std::string("{") + kMinimalModel +
+          R"(, "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Nmt"}]}})",
+      StatusCode::kUnsupported, "normalizer.normalizers[1] of type 'Nmt'");
+  ExpectError(std::string("{") + kMinimalModel + R"(, "pre_tokenizer": {"type": "UnicodeScripts"}})",
+              StatusCode::kUnsupported, "UnicodeScripts");
+  ExpectError(
+      std::string("{") + kMinimalModel +
+          R"(, "pre_tokenizer": {"type": "Split", "pattern": {"String": "-"}, "behavior": "Sideways"}})",
+      StatusCode::kCorrupt, "behavior 'Sideways'");
+  ExpectError(std::string("{") + kMinimalModel +
+                  R"(, "normalizer": {"type": "Replace", "pattern": {"Regex": "a(b"}, "content": ""}})",
+              StatusCode::kInvalidArgument, "a(b");
+  ExpectError(R"({"model": {"type": "WordPiece", "vocab": {}}})", StatusCode::kUnsupported, "WordPiece");
   ExpectError(std::string("{") + kMinimalModel + R"(, "normalizer": {"type": 5}})", StatusCode::kCorrupt,
               "unexpected value");
   ExpectError(std::string("{") + kMinimalModel + R"(, "added_tokens": [{"id": 3}]})", StatusCode::kCorrupt,
@@ -193,6 +207,7 @@ TEST(TokenizerBadInput, GgufErrorsNameTheKey) {
     Result<Tokenizer> t = WriteAndLoad(w, "fak_tok_bert.gguf");
     ASSERT_FALSE(t.ok());
     EXPECT_EQ(t.status().code(), StatusCode::kUnsupported);
+    EXPECT_NE(t.status().message().find("WordPiece"), std::string::npos) << t.status().ToString();
   }
   {
     GgufWriter w = TinySpmWriter();

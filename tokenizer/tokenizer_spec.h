@@ -8,7 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "tokenizer/unicode.h"
+#include "tokenizer/normalizer.h"  // NormalizerStep
+#include "tokenizer/pre_split.h"   // SplitRule
 
 namespace fak {
 
@@ -49,14 +50,16 @@ struct TokenizerSpec {
   std::vector<std::pair<std::string, std::string>> merges;  // kBpe, in rank order
 
   // Text pipeline.
-  NormalizationForm normalization = NormalizationForm::kNone;
+  std::vector<NormalizerStep> normalizers;  // applied in order to each fragment of text
   bool byte_level = true;                   // map bytes to GPT-2's alphabet before the model (kBpe)
   bool add_prefix_space = false;            // byte level: prepend a space unless the text starts with one
-  std::vector<std::string> split_patterns;  // pre-tokenizer regexes, applied in order
-  // Metaspace (SentencePiece-style): spaces become U+2581 and text gets one U+2581 in front.
+  std::vector<SplitRule> split_patterns;    // pre-tokenizer splits, applied in order (kBpe)
+  // Metaspace (SentencePiece-style): spaces become U+2581 and text gets one U+2581 in front; decoding
+  // turns U+2581 back into spaces and drops the one in front.
   bool metaspace = false;
   bool add_space_prefix = false;         // the SentencePiece "dummy prefix"
   bool space_prefix_first_only = false;  // only the text at the very start gets it (Metaspace "first")
+  bool space_prefix_if_missing = false;  // no prefix when the text starts with a space (HF Metaspace)
   bool byte_fallback = false;            // unknown characters become <0xAB> tokens
   bool ignore_merges = false;            // a pre-token that is itself in the vocabulary is one token
 
