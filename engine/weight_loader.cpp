@@ -24,6 +24,11 @@ bool IsKernelType(GgmlType t) {
 
 bool IsFloatType(GgmlType t) { return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16; }
 
+// Formats the backends compute with; others (the read-only q4_0 .. q5_1) are converted at load.
+bool IsComputeType(GgmlType t) {
+  return IsFloatType(t) || t == GgmlType::kQ8_0 || t == GgmlType::kQ4_K || t == GgmlType::kQ6_K;
+}
+
 bool Fits(GgmlType t, int64_t cols) {
   auto tr = GetGgmlTypeTraits(t);
   return tr && cols % tr->block_size == 0;
@@ -45,7 +50,7 @@ GgmlType WeightLoader::TargetType(GgmlType src, int64_t cols, bool embedding) co
   // Where a block format does not divide the row, keep the next best format that does.
   const GgmlType fallback = IsFloatType(src) ? src : GgmlType::kF32;
   switch (options_.quant) {
-    case WeightQuant::kKeep: return src;
+    case WeightQuant::kKeep: return IsComputeType(src) ? src : GgmlType::kF32;  // f32 holds them exactly
     case WeightQuant::kF32: return GgmlType::kF32;
     case WeightQuant::kBF16: return GgmlType::kBF16;
     case WeightQuant::kF16: return GgmlType::kF16;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "quant/f16.h"
+#include "quant/legacy.h"
 #include "quant/q4_k.h"
 #include "quant/q6_k.h"
 #include "quant/q8_0.h"
@@ -35,15 +36,26 @@ bool Supported(GgmlType type) {
   }
 }
 
+// Formats read but never written (llama.cpp's older 32-element blocks).
+bool ReadOnly(GgmlType type) {
+  return type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || type == GgmlType::kQ5_0 ||
+         type == GgmlType::kQ5_1;
+}
+
 }  // namespace
 
-bool CanDequantize(GgmlType type) { return Supported(type); }
+bool CanDequantize(GgmlType type) { return Supported(type) || ReadOnly(type); }
 bool CanQuantize(GgmlType type) { return Supported(type); }
 
 Status DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
-  if (!Supported(type)) return Unsupported("dequantize: no codec for {}", GgmlTypeName(type));
+  if (!CanDequantize(type)) return Unsupported("dequantize: no codec for {}", GgmlTypeName(type));
   FAK_RETURN_IF_ERROR(CheckLength(type, n));
+  const auto* bytes = static_cast<const uint8_t*>(src);
   switch (type) {
+    case GgmlType::kQ4_0: DequantizeRowQ4_0(bytes, dst, n); break;
+    case GgmlType::kQ4_1: DequantizeRowQ4_1(bytes, dst, n); break;
+    case GgmlType::kQ5_0: DequantizeRowQ5_0(bytes, dst, n); break;
+    case GgmlType::kQ5_1: DequantizeRowQ5_1(bytes, dst, n); break;
     case GgmlType::kF32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); break;
     case GgmlType::kF16: DequantizeRowF16(static_cast<const uint16_t*>(src), dst, n); break;
     case GgmlType::kBF16: DequantizeRowBf16(static_cast<const uint16_t*>(src), dst, n); break;

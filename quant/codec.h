@@ -8,7 +8,8 @@
 
 namespace fak {
 
-// True for the types DequantizeRow handles: f32, f16, bf16, q8_0, q4_k, q6_k, q8_k.
+// True for the types DequantizeRow handles: f32, f16, bf16, q8_0, q4_k, q6_k, q8_k, and the read-only
+// q4_0, q4_1, q5_0, q5_1.
 bool CanDequantize(GgmlType type);
 // True for the types QuantizeRow produces: f32, f16, bf16, q8_0, q4_k, q6_k, q8_k.
 bool CanQuantize(GgmlType type);
