@@ -178,6 +178,22 @@ TEST(Compare, ServerArmTimesStreamedTokens) {
   EXPECT_NE(p["arms"][4]["reason"].get<std::string>().find("POST /completion"), std::string::npos);
   EXPECT_NE(p["arms"][4]["stderr_tail"].get<std::string>().find("GGML_ASSERT: fake failure"),
             std::string::npos);
+  // The drop arm: every request's stream ends with an error event after 3 tokens; the arm asks for the
+  // rest with the prompt extended by the tokens so far, so each request completes with one recovery
+  // whose time is measured and whose boundary gives no inter-token sample.
+  const json& dropped = p["arms"][5];
+  ASSERT_EQ(dropped["status"], "ok") << dropped["reason"];
+  EXPECT_EQ(dropped["metrics"]["ttft_ms"]["n"], 3);
+  EXPECT_EQ(dropped["metrics"]["itl_ms"]["n"], 3 * (2 + 4));  // 3 tokens then 5: 2 + 4 gaps per request
+  const json draw =
+      json::parse(testing::ReadText(fs::path(out->run_dir) / dropped["files"]["raw"].get<std::string>()));
+  ASSERT_EQ(draw["requests"].size(), 3u);
+  for (const json& req : draw["requests"]) {
+    EXPECT_EQ(req["recoveries"], 1) << req.dump();
+    EXPECT_EQ(req["tokens"].size(), 8u) << req.dump();
+    EXPECT_GT(req["decomposition_ms"]["recovery"].get<double>(), 0.0) << req.dump();
+    EXPECT_NE(req["notes"].dump().find("output parser failed"), std::string::npos) << req.dump();
+  }
   fs::remove_all(root);
 }
 

@@ -252,8 +252,16 @@ class LlamaServerArm : public Arm {
       }
     }
     const Segment& first = segs.front();
-    const double prompt_ms = first.prompt_ms;
-    if (prompt_ms < 0) return Corrupt("POST /completion: no timings with prompt_ms in the stream");
+    // A stream dropped with an error carries no timings event: its prompt time is then unknown, and
+    // the first token's whole latency counts as prefill (setup 0), as noted in the sample.
+    double prompt_ms = first.prompt_ms;
+    if (prompt_ms < 0 && segs.size() == 1) {
+      return Corrupt("POST /completion: no timings with prompt_ms in the stream");
+    }
+    if (prompt_ms < 0) {
+      prompt_ms = Ms(first.times.front() - first.start);
+      errors.push_back("the dropped first stream reported no prompt time: TTFT counted as prefill");
+    }
     int64_t decode_ns = 0, other_ns = 0, recovery_ns = 0, prev_end = 0;
     for (size_t s = 0; s < segs.size(); ++s) {
       const Segment& g = segs[s];

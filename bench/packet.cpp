@@ -33,6 +33,10 @@ nlohmann::json RawDoc(const ArmRun& arm, const Workload& w) {
          {"tokens_generated", r.tokens.size()},
          {"tokens", r.tokens},
          {"decomposition_ms", d}});
+    if (r.recoveries > 0 || !r.notes.empty()) {  // a dropped stream resumed: how often, and the errors
+      requests.back()["recoveries"] = r.recoveries;
+      requests.back()["notes"] = r.notes;
+    }
     if (r.agent >= 0) {
       requests.back()["fleet"] = {{"round", r.round},
                                   {"agent", r.agent},
