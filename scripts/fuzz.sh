@@ -11,11 +11,11 @@ if [ ! -f "$build/build.ninja" ]; then
   CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DFAK_BUILD_FUZZERS=ON -DFAK_BUILD_TESTS=OFF -DFAK_ENABLE_CUDA=OFF > /dev/null
 fi
-ninja -C "$build" gguf_fuzz safetensors_fuzz
+ninja -C "$build" gguf_fuzz safetensors_fuzz tokenizer_json_fuzz chat_template_fuzz
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 status=0
-for t in gguf safetensors; do
+for t in gguf safetensors tokenizer_json chat_template; do
   mkdir -p "$scratch/$t"
   echo "== fuzz $t for ${secs}s"
   if ! "$build/tests/fuzz/${t}_fuzz" -max_total_time="$secs" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \

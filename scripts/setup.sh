@@ -10,7 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
   g++-aarch64-linux-gnu qemu-user-static
-  python3 python3-jinja2 python3-venv
+  python3 python3-jinja2 python3-venv python3-numpy
 )
 missing=()
 for p in "${packages[@]}"; do

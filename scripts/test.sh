@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: clang-format, sanitizer build + tests, fuzzing for a bounded time, NEON
+# The whole test suite: clang-format, sanitizer builds + tests (ASan+UBSan, TSan), the oracle's own
+# tests, fuzzing for a bounded time, NEON
 # kernels under qemu, clang-tidy over the engine core, and last the Release build's ctest (whose
 # summary line closes the output).
 # Run scripts/setup.sh first (the README's test command does).
@@ -25,8 +26,20 @@ asan() {
     ctest --test-dir build-asan --output-on-failure -j "$jobs" --timeout 600
 }
 
+# ThreadSanitizer over the thread pool (core) and the engine (batched runtime, sessions, scheduler).
+tsan() {
+  if [ ! -f build-tsan/build.ninja ]; then
+    cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Tsan -DFAK_ENABLE_CUDA=OFF > /dev/null || return 1
+  fi
+  ninja -C build-tsan -j "$jobs" core_test engine_test || return 1
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    ctest --test-dir build-tsan --output-on-failure -j "$jobs" --timeout 900
+}
+
 step "clang-format" scripts/check-format.sh
 step "asan+ubsan tests" asan
+step "tsan tests (thread pool, engine)" tsan
+step "oracle comparison tests (numpy)" /usr/bin/python3 tools/oracle/compare_test.py
 step "fuzz (${fuzz_secs}s per target)" scripts/fuzz.sh "$fuzz_secs"
 if [ -x scripts/test-neon.sh ]; then
   step "neon kernels under qemu-aarch64" scripts/test-neon.sh

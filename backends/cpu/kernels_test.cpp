@@ -3,6 +3,7 @@
 // counts that leave partial tiles, and (for f16/bf16) row lengths with tails.
 #include "backends/cpu/kernels.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -38,6 +39,53 @@ std::vector<Shape> Shapes() {
 }
 
 class IsaTest : public ::testing::TestWithParam<Isa> {};
+
+// The CPU's own word on its features, read from /proc/cpuinfo (not through the cpuid code the
+// dispatcher uses): "flags" on x86-64, "Features" on arm64.
+std::vector<std::string> CpuinfoFlags() {
+  std::FILE* f = std::fopen("/proc/cpuinfo", "r");
+  std::vector<std::string> out;
+  if (f == nullptr) return out;
+  char line[8192];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    const std::string l = line;
+    if (l.rfind("flags", 0) != 0 && l.rfind("Features", 0) != 0) continue;
+    size_t at = l.find(':');
+    while (at != std::string::npos && at < l.size()) {
+      const size_t b = l.find_first_not_of(" \t\n:", at);
+      if (b == std::string::npos) break;
+      const size_t e = l.find_first_of(" \t\n", b);
+      out.push_back(l.substr(b, e - b));
+      at = e;
+    }
+    break;
+  }
+  std::fclose(f);
+  return out;
+}
+
+// Every SIMD level the CPU reports must be compiled in and tested: a build that silently lost a
+// level (a missing compiler flag, a failed feature probe) would otherwise test only the scalar
+// table against itself.
+TEST(Dispatch, EveryLevelTheCpuReportsIsTested) {
+  const std::vector<std::string> flags = CpuinfoFlags();
+  if (flags.empty()) GTEST_SKIP() << "skipped: no flags line in /proc/cpuinfo";
+  auto has = [&flags](const char* f) { return std::find(flags.begin(), flags.end(), f) != flags.end(); };
+  std::vector<Isa> want;
+#if defined(__x86_64__)
+  if (has("avx2") && has("fma") && has("f16c")) want.push_back(Isa::kAvx2);
+  if (has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512_vnni") && has("f16c")) {
+    want.push_back(Isa::kAvx512);
+  }
+#elif defined(__aarch64__)
+  if (has("asimd") && has("asimddp")) want.push_back(Isa::kNeon);
+#endif
+  const std::vector<Isa> tested = AvailableIsas();
+  for (Isa isa : want) {
+    EXPECT_NE(std::find(tested.begin(), tested.end(), isa), tested.end())
+        << "/proc/cpuinfo reports " << IsaName(isa) << " but its kernels are not compiled in or not detected";
+  }
+}
 
 TEST(Dispatch, ScalarIsAlwaysThere) {
   const auto isas = AvailableIsas();
