@@ -32,8 +32,12 @@ tsan() {
     cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Tsan -DFAK_ENABLE_CUDA=OFF > /dev/null || return 1
   fi
   ninja -C build-tsan -j "$jobs" core_test engine_test || return 1
-  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-    ctest --test-dir build-tsan --output-on-failure -j "$jobs" --timeout 900
+  # The numerics-only model comparisons (perplexity against llama.cpp, HF oracle fixtures, the larger
+  # batch-invariance models) take minutes each under TSan and add no concurrency the rest lacks.
+  export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+  build-tsan/core/core_test --gtest_brief=1 || return 1
+  build-tsan/engine/engine_test --gtest_brief=1 \
+    --gtest_filter='-Perplexity.Trained*:Fixtures/HfOracle.*:Types/BatchInvariance.*/qwen2_*'
 }
 
 step "clang-format" scripts/check-format.sh
