@@ -38,7 +38,7 @@ float FitSubBlock(const float* x, const float* w, uint8_t* q, float* min) {
   float scale = 1 / inv;
   float best_err = 0.0f;
   for (int i = 0; i < kN; ++i) {
-    q[i] = static_cast<uint8_t>(std::clamp(NearestInt(inv * (x[i] - lo)), 0, kMaxLevel));
+    q[i] = static_cast<uint8_t>(RoundClamped(inv * (x[i] - lo), 0.0f, kMaxLevel));
     const float diff = scale * q[i] + lo - x[i];
     best_err += w[i] * (diff * diff);
   }
@@ -47,7 +47,7 @@ float FitSubBlock(const float* x, const float* w, uint8_t* q, float* min) {
     inv = (kFirstDelta + kDeltaStep * step + kMaxLevel) / (hi - lo);
     float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
     for (int i = 0; i < kN; ++i) {
-      const int l = std::clamp(NearestInt(inv * (x[i] - lo)), 0, kMaxLevel);
+      const int l = RoundClamped(inv * (x[i] - lo), 0.0f, kMaxLevel);
       trial[i] = static_cast<uint8_t>(l);
       sum_l += w[i] * l;
       sum_l2 += w[i] * l * l;
@@ -122,7 +122,7 @@ void QuantizeRowQ4_K(const float* x, BlockQ4_K* y, int64_t n) {
       if (s == 0.0f) continue;
       const float mn = dminq * m[j];
       for (int i = 0; i < 32; ++i) {
-        q[32 * j + i] = static_cast<uint8_t>(std::clamp(NearestInt((xb[32 * j + i] + mn) / s), 0, 15));
+        q[32 * j + i] = static_cast<uint8_t>(RoundClamped((xb[32 * j + i] + mn) / s, 0.0f, 15.0f));
       }
     }
     for (int c = 0; c < 4; ++c) {

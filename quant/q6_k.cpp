@@ -47,7 +47,7 @@ float FitSubBlock(const float* x, uint8_t* q) {
     std::fill(q, q + kN, uint8_t{0});
     return 0.0f;
   }
-  auto level = [](float inv, float v) { return std::clamp(NearestInt(inv * v), -kHalf, kHalf - 1); };
+  auto level = [](float inv, float v) { return RoundClamped(inv * v, -kHalf, kHalf - 1); };
   float inv = -kHalf / peak;
   float sum_lx = 0.0f, sum_l2 = 0.0f;
   for (int i = 0; i < kN; ++i) {
@@ -111,7 +111,7 @@ void QuantizeRowQ6_K(const float* x, BlockQ6_K* y, int64_t n) {
       const float s = dq * out.scales[j];
       if (s == 0.0f) continue;
       for (int i = 0; i < 16; ++i) {
-        q[16 * j + i] = static_cast<uint8_t>(std::clamp(NearestInt(xb[16 * j + i] / s), -32, 31) + 32);
+        q[16 * j + i] = static_cast<uint8_t>(RoundClamped(xb[16 * j + i] / s, -32.0f, 31.0f) + 32);
       }
     }
     for (int h = 0; h < 2; ++h) {

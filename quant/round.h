@@ -27,4 +27,11 @@ inline int NearestInt(float v) {
   return static_cast<int>(r);
 }
 
+// NearestInt clamped to [lo, hi], computed in float so that loops over a block vectorize: the same
+// result for every input (rounding comes first; NaN gives lo).
+inline int RoundClamped(float v, float lo, float hi) {
+  const float r = RoundHalfEven(v);
+  return static_cast<int>(!(r >= lo) ? lo : (r > hi ? hi : r));
+}
+
 }  // namespace fak
