@@ -32,7 +32,7 @@ class FiniteProbe final : public ForwardProbe {
  public:
   explicit FiniteProbe(Backend& be) : be_(be) {}
   void Reset() { finding_.clear(); }
-  const std::string& finding() const { return finding_; }
+  const std::string& Finding() const { return finding_; }
 
   void After(const char* stage, int64_t layer, Tensor x) override {
     if (!finding_.empty() || x.rows == 0) return;
@@ -245,11 +245,11 @@ Status Runtime::Forward(std::span<const SeqWork> work) {
       out += k;
     }
     s = be.Synchronize();
-    if (s.ok() && finite_probe_ && !finite_probe_->finding().empty()) {
+    if (s.ok() && finite_probe_ && !finite_probe_->Finding().empty()) {
       s = Corrupt(
           "non-finite values in the forward pass: {}; the model's weights or configuration are "
           "broken there",
-          finite_probe_->finding());
+          finite_probe_->Finding());
     }
     // Non-finite logits mean broken weights or configuration (a NaN norm weight, an infinite scale):
     // refuse them rather than sample token 0 forever. Scanning the rows costs little next to the pass.

@@ -9,8 +9,8 @@ constexpr int kBlock = 32;
 
 float Half(const uint8_t* p) { return Fp16ToFp32(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
 uint32_t Word(const uint8_t* p) {
-  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
-         (static_cast<uint32_t>(p[3]) << 24);
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
 }
 
 // The 32 integer levels of one block: the nibbles of qs, plus the fifth bits of qh when five-bit.
@@ -38,7 +38,8 @@ void Dequantize(const uint8_t* x, float* y, int64_t n) {
     int q[kBlock];
     Levels(p + kBytes - 16, qh, kFive, kOffset, q);
     float* out = y + b * kBlock;
-    for (int i = 0; i < kBlock; ++i) out[i] = kMin ? d * static_cast<float>(q[i]) + m : d * static_cast<float>(q[i]);
+    for (int i = 0; i < kBlock; ++i)
+      out[i] = kMin ? d * static_cast<float>(q[i]) + m : d * static_cast<float>(q[i]);
   }
 }
 

@@ -16,7 +16,8 @@ namespace {
 
 std::vector<uint8_t> FromHex(const std::string& hex) {
   std::vector<uint8_t> out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<uint8_t>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out.push_back(static_cast<uint8_t>(std::stoi(hex.substr(i, 2), nullptr, 16)));
   return out;
 }
 
@@ -36,11 +37,12 @@ struct Case {
 
 TEST(LegacyFormats, DequantizeEqualsGgufPy) {
   const Case cases[] = {
-      {GgmlType::kQ4_0, "4c22557a9fc4e90e33587da2c7ec11365b804c26ef14395e83a8cdf2173c6186abd0f51a", -0.036895751953125f,
-       0.02459716796875f, 0.086090087890625f, -0.098388671875f, 0x08c84d849a524322ull},
+      {GgmlType::kQ4_0, "4c22557a9fc4e90e33587da2c7ec11365b804c26ef14395e83a8cdf2173c6186abd0f51a",
+       -0.036895751953125f, 0.02459716796875f, 0.086090087890625f, -0.098388671875f, 0x08c84d849a524322ull},
       {GgmlType::kQ4_1, "4c2200b49fc4e90e33587da2c7ec11365b80a5ca4c26003a83a8cdf2173c6186abd0f51a3f6489ae",
        -0.065521240234375f, -0.2008056640625f, -0.139312744140625f, 0.94677734375f, 0x56ac75b7646b081aull},
-      {GgmlType::kQ5_0, "4c22557a9fc4e90e33587da2c7ec11365b80a5caef144c2683a8cdf2173c6186abd0f51a3f6489aed3f81d42",
+      {GgmlType::kQ5_0,
+       "4c22557a9fc4e90e33587da2c7ec11365b80a5caef144c2683a8cdf2173c6186abd0f51a3f6489aed3f81d42",
        0.110687255859375f, -0.02459716796875f, 0.036895751953125f, 0.295166015625f, 0xbb229cff202b85f9ull},
       {GgmlType::kQ5_1,
        "4c2200b49fc4e90e33587da2c7ec11365b80a5caef14395e4c26003a173c6186abd0f51a3f6489aed3f81d42678cb1d6",

@@ -20,8 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (tok.status().message().empty()) std::abort();
     return 0;
   }
-  for (std::string_view text : {"Hello world", " leading  spaces\n\n", "caf\xc3\xa9 123 <|im_end|>", "\xff\xfe bad",
-                                ""}) {
+  for (std::string_view text :
+       {"Hello world", " leading  spaces\n\n", "caf\xc3\xa9 123 <|im_end|>", "\xff\xfe bad", ""}) {
     auto ids = tok->Encode(text, fak::EncodeOptions{.add_special = true, .parse_special = true});
     if (!ids.ok()) continue;
     for (int32_t id : *ids) {
