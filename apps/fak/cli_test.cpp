@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -400,8 +401,10 @@ TEST(FakCli, ChatInterruptStopsOnlyTheReply) {
       fd_set fds;
       FD_ZERO(&fds);
       FD_SET(from_child[0], &fds);
+      // A signal may interrupt select or read (EINTR): go on waiting; only end of file ends the loop.
       if (select(from_child[0] + 1, &fds, nullptr, nullptr, &tv) > 0) {
         const ssize_t n = read(from_child[0], buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
         out.append(buf, static_cast<size_t>(n));
       }
@@ -422,7 +425,11 @@ TEST(FakCli, ChatInterruptStopsOnlyTheReply) {
   close(to_child[1]);  // end of input after the second message: chat ends normally
   int status = 0;
   read_until("\x01", 120);  // drain until the child closes its end
-  waitpid(pid, &status, 0);
+  pid_t waited;
+  do {
+    waited = waitpid(pid, &status, 0);
+  } while (waited < 0 && errno == EINTR);
+  EXPECT_EQ(waited, pid);
   close(from_child[0]);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << out;
   size_t stats = 0;
