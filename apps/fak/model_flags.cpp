@@ -46,21 +46,19 @@ void SamplingFlags::Add(CLI::App* cmd) {
 Status SamplingFlags::Resolve() {
   if (seed == "-1") {
     std::random_device rd;
-    seed = std::to_string((static_cast<uint64_t>(rd()) << 32) | rd());
-    if (p.temperature > 0) std::fprintf(stderr, "fak: seed %s\n", seed.c_str());
-  }
-  const bool digits = !seed.empty() && seed.size() <= 20 &&
-                      std::all_of(seed.begin(), seed.end(), [](char c) { return c >= '0' && c <= '9'; });
-  unsigned long long v = 0;
-  if (digits) {
+    p.seed = (static_cast<uint64_t>(rd()) << 32) | rd();
+    if (p.temperature > 0) std::fprintf(stderr, "fak: seed %llu\n", static_cast<unsigned long long>(p.seed));
+  } else {
+    const bool digits = !seed.empty() && seed.size() <= 20 &&
+                        std::all_of(seed.begin(), seed.end(), [](char c) { return c >= '0' && c <= '9'; });
     errno = 0;
-    v = std::strtoull(seed.c_str(), nullptr, 10);
+    const unsigned long long v = digits ? std::strtoull(seed.c_str(), nullptr, 10) : 0;
+    if (!digits || errno == ERANGE) {
+      return InvalidArgument("--seed '{}': want -1 (random) or a whole number from 0 to 18446744073709551615",
+                             seed);
+    }
+    p.seed = v;
   }
-  if (!digits || errno == ERANGE) {
-    return InvalidArgument("--seed '{}': want -1 (random) or a whole number from 0 to 18446744073709551615",
-                           seed);
-  }
-  p.seed = v;
   p.logit_bias.clear();
   for (const std::string& item : logit_bias) {
     const size_t sign = item.find_first_of("+-");
