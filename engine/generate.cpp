@@ -24,6 +24,8 @@ Result<GenerateResult> GenerateFromIds(Session& session, const Tokenizer& tokeni
   while (common < have.size() && common < prompt.size() && have[common] == prompt[common]) ++common;
   if (common == prompt.size()) --common;
   session.Truncate(static_cast<int64_t>(common));
+  common =
+      static_cast<size_t>(session.position());  // a recurrent model's state cannot be cut: it starts over
   FAK_RETURN_IF_ERROR(session.Prefill(std::span<const int32_t>(prompt).subspan(common), logits.data()));
   r.cached_prompt_tokens = static_cast<int64_t>(common);
   r.prefill_seconds = t.Seconds();

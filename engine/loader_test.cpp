@@ -202,7 +202,7 @@ TEST_F(HfLoad, GgufOfTheSameWeightsGivesTheSameLogits) {
   w.SetFloat32("qwen2.attention.layer_norm_rms_epsilon", 1e-6f);
   w.SetUint32("qwen2.vocab_size", kVocab);
   for (const auto& t : weights_) {
-    std::string name = CanonicalTensorName(t.name);
+    std::string name = CanonicalTensorName(t.name, "qwen2");
     std::vector<uint64_t> shape(t.shape.rbegin(), t.shape.rend());
     ASSERT_TRUE(w.AddTensor(name, shape, GgmlType::kBF16,
                             std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(t.bf16.data()),

@@ -106,6 +106,8 @@ Status LoadTensors(Model& m, const std::vector<TensorSpec>& specs, WeightLoader&
       continue;  // tied outputs are bound with the embedding; optional tensors may be absent
     } else if (vector) {
       FAK_ASSIGN_OR_RETURN(w, ld.Vector(t.name, t.cols, t.what));
+    } else if (t.role == TensorRole::kTable) {
+      FAK_ASSIGN_OR_RETURN(w, ld.Table(t.name, t.rows, t.cols, t.what));
     } else {
       FAK_ASSIGN_OR_RETURN(w, ld.Matrix(t.name, t.rows, t.cols, t.what));
     }

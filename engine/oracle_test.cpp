@@ -116,7 +116,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"qwen3-tiny", WeightQuant::kKeep}, Case{"qwen3-tiny", WeightQuant::kF32},
                       Case{"qwen2-256", WeightQuant::kKeep}, Case{"qwen2-256", WeightQuant::kF32},
                       Case{"llama3-tiny", WeightQuant::kF32, true},
-                      Case{"qwen2-tiny", WeightQuant::kKeep, true}),
+                      Case{"qwen2-tiny", WeightQuant::kKeep, true}, Case{"qwen35-tiny", WeightQuant::kKeep},
+                      Case{"qwen35-tiny", WeightQuant::kF32}, Case{"qwen35-tiny", WeightQuant::kF32, true}),
     [](const auto& info) {
       std::string n = std::string(info.param.name) + "_" + WeightQuantName(info.param.quant) +
                       (info.param.kv_f32 ? "_kv_f32" : "");

@@ -18,11 +18,24 @@ SequenceSnapshot::~SequenceSnapshot() {
 }
 
 void Sequence::Truncate(int64_t n) {
+  // A recurrent state cannot be rewound: cutting into it starts the sequence over.
+  if (state_slot_ >= 0 && n < kv_.size()) {
+    n = 0;
+    rt_->backend_->ClearState(rt_->states_, state_slot_);
+  }
   kv_.Truncate(n);
   tokens_.resize(static_cast<size_t>(kv_.size()));
 }
 
 void Sequence::Adopt(const Sequence& other, int64_t n) {
+  if (state_slot_ >= 0) {
+    // Only the whole of `other` carries a matching state.
+    if (n < other.size()) {
+      Truncate(0);
+      return;
+    }
+    rt_->backend_->CopyState(rt_->states_, other.state_slot_, state_slot_);
+  }
   kv_.Adopt(other.kv_, n);
   tokens_.assign(other.tokens_.begin(), other.tokens_.begin() + kv_.size());
 }
@@ -87,9 +100,12 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Model& model, const Runti
   }
   if (o.max_snapshots < 0) return InvalidArgument("runtime: max_snapshots must not be negative");
   size_t state_bytes = 0;
+  int64_t kv_layers = 0;
   for (const LayerCache& lc : arch->caches(model.config)) {
     if (lc.kind == LayerCache::kState) state_bytes += lc.state_bytes;
+    if (lc.kind == LayerCache::kKv) ++kv_layers;
   }
+  if (kv_layers == 0) return Unsupported("architecture '{}' has no attention layers", model.config.arch);
   int64_t ctx = o.max_context;
   if (model.config.max_context > 0) ctx = std::min(ctx, model.config.max_context);
   auto rt = std::unique_ptr<Runtime>(new Runtime(model, ctx));
@@ -114,7 +130,7 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const Model& model, const Runti
   const ModelConfig& c = model.config;
   FAK_ASSIGN_OR_RETURN(
       rt->kv_, KvPagePool::Create(
-                   *backend, KvGeometry{c.n_layer, c.n_kv_head, c.head_dim, o.page_tokens, o.kv_f32}, pages));
+                   *backend, KvGeometry{kv_layers, c.n_kv_head, c.head_dim, o.page_tokens, o.kv_f32}, pages));
   return rt;
 }
 
@@ -218,6 +234,7 @@ Status Runtime::Forward(std::span<const SeqWork> work) {
     if (state_bytes_ > 0) seq_state_.push_back(static_cast<int32_t>(w.seq->state_slot_));
     max_ctx = std::max(max_ctx, pos0 + n);
   }
+  bool forwarded = false;
   Status s = arch_->Reserve(n_rows, std::max<int64_t>(n_out, 1));
   if (s.ok() && n_out > logits_rows_) {
     if (logits_.data != nullptr) backend_->Free(logits_);
@@ -236,7 +253,8 @@ Status Runtime::Forward(std::span<const SeqWork> work) {
     const BatchPlan plan{tokens_, positions_, row_seq_, page_begin_, pages_, out_rows_, max_ctx, seq_state_};
     be.SetBatch(plan);
     if (finite_probe_) finite_probe_->Reset();
-    arch_->Forward(plan, kv_->store(), logits_.data != nullptr ? logits_ : Tensor{});
+    forwarded = true;
+    arch_->Forward(plan, kv_->store(), states_, logits_.data != nullptr ? logits_ : Tensor{});
     int64_t out = 0;
     for (const SeqWork& w : work) {
       if (w.logits == nullptr) continue;
@@ -266,7 +284,11 @@ Status Runtime::Forward(std::span<const SeqWork> work) {
     }
   }
   if (!s.ok()) {
-    for (const SeqWork& w : work) w.seq->kv_.Truncate(w.seq->size());  // nothing half-written stays
+    for (const SeqWork& w : work) {
+      w.seq->kv_.Truncate(w.seq->size());  // nothing half-written stays
+      // A recurrent state the failed pass advanced cannot be taken back: those sequences start over.
+      if (forwarded && state_bytes_ > 0) w.seq->Truncate(0);
+    }
     return s;
   }
   for (const SeqWork& w : work) {

@@ -67,9 +67,11 @@ class Sequence {
   int64_t size() const { return kv_.size(); }
   const std::vector<int32_t>& tokens() const { return tokens_; }
   const std::vector<int32_t>& pages() const { return kv_.pages(); }
-  // Forgets positions >= n.
+  // Forgets positions >= n. A recurrent state cannot be rewound: for architectures with one, any
+  // n below size() empties the sequence (size() tells what is left).
   void Truncate(int64_t n);
-  // Replaces this sequence's context with the first n tokens of `other`, sharing its pages.
+  // Replaces this sequence's context with the first n tokens of `other`, sharing its pages. With a
+  // recurrent state only the whole of `other` can be adopted; a shorter n empties this sequence.
   void Adopt(const Sequence& other, int64_t n);
 
  private:
@@ -104,8 +106,9 @@ class Runtime {
   Result<std::unique_ptr<SequenceSnapshot>> Snapshot(const Sequence& seq);
   // Makes `seq` continue from `snap`: the snapshot's tokens, pages and state replace its own.
   void Restore(Sequence& seq, const SequenceSnapshot& snap);
-  // Runs one ragged batch. Each sequence appears at most once. On any error nothing changes: no
-  // sequence grows and no page is kept.
+  // Runs one ragged batch. Each sequence appears at most once. On any error no sequence grows and
+  // no page is kept; with recurrent layers, a pass that failed after it started (non-finite logits)
+  // empties its sequences, whose states it may have advanced.
   Status Forward(std::span<const SeqWork> work);
 
   const Model& model() const { return model_; }

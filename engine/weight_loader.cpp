@@ -93,7 +93,8 @@ Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int
   pack = pack && layout.Repacks(target, cols);
   w.packed = pack;
   const size_t total = pack ? layout.Bytes(target, rows, cols) : w.row_bytes * static_cast<size_t>(rows);
-  const bool in_place = !pack && options_.use_mmap && target == t.type && source_.kind() == "gguf";
+  const bool in_place =
+      !pack && options_.use_mmap && target == t.type && source_.kind() == "gguf" && t.transform == nullptr;
   if (pass_ == Pass::kPlan) {
     if (!in_place) planned_bytes_ += WeightArena::Aligned(total);
     w.data = t.data;  // placeholder so present() holds during planning
@@ -111,7 +112,7 @@ Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int
   // one f32 row of scratch, so no whole-tensor copy is ever made.
   const int64_t group = pack ? layout.GroupRows() : 1;
   const size_t group_out = pack ? layout.GroupBytes(target, cols) : w.row_bytes;
-  std::vector<float> scratch(static_cast<size_t>(cols));
+  std::vector<float> scratch(static_cast<size_t>(cols)), transform_scratch;
   std::vector<uint8_t> unaligned;
   std::vector<uint8_t> rows_buf(pack ? w.row_bytes * static_cast<size_t>(group) : 0);
   constexpr size_t kReleaseEvery = size_t{16} << 20;  // give source pages back every 16 MiB read
@@ -125,6 +126,13 @@ Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int
     }
     uint8_t* out = pack ? rows_buf.data() : dst + static_cast<size_t>(g0) * w.row_bytes;
     for (int64_t i = 0; i < n; ++i) {
+      uint8_t* d = out + static_cast<size_t>(i) * w.row_bytes;
+      if (t.transform != nullptr) {  // reordered or mapped values: through f32
+        float* f = target == GgmlType::kF32 ? reinterpret_cast<float*>(d) : scratch.data();
+        FAK_RETURN_IF_ERROR(ReadCanonicalRow(t, g0 + i, cols, f, transform_scratch));
+        if (target != GgmlType::kF32) FAK_RETURN_IF_ERROR(QuantizeRow(target, f, d, cols));
+        continue;
+      }
       const uint8_t* s = t.data + static_cast<size_t>(g0 + i) * src_row;
       // A safetensors header need not be padded, so its data can sit at any address: the codecs
       // read 16- and 32-bit fields, so such rows are read from an aligned copy.
@@ -132,7 +140,6 @@ Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int
         unaligned.assign(s, s + src_row);
         s = unaligned.data();
       }
-      uint8_t* d = out + static_cast<size_t>(i) * w.row_bytes;
       if (target == t.type) {
         std::memcpy(d, s, w.row_bytes);
       } else if (target == GgmlType::kF32) {
@@ -195,6 +202,12 @@ Result<Weight> WeightLoader::MatrixImpl(const std::string& name, int64_t rows, i
 Result<Weight> WeightLoader::Vector(const std::string& name, int64_t n, const char* what) {
   FAK_ASSIGN_OR_RETURN(const SourceTensor* t, Get(name, {static_cast<uint64_t>(n)}, what));
   return Convert(*t, GgmlType::kF32, 1, n, /*pack=*/false);
+}
+
+Result<Weight> WeightLoader::Table(const std::string& name, int64_t rows, int64_t cols, const char* what) {
+  FAK_ASSIGN_OR_RETURN(const SourceTensor* t,
+                       Get(name, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)}, what));
+  return Convert(*t, GgmlType::kF32, rows, cols, /*pack=*/false);
 }
 
 Result<Weight> WeightLoader::OptionalVector(const std::string& name, int64_t n, const char* what) {

@@ -45,6 +45,8 @@ class WeightLoader {
   Result<Tied> TiedEmbedding(const std::string& name, int64_t rows, int64_t cols, const char* what);
   // An f32 vector of n elements.
   Result<Weight> Vector(const std::string& name, int64_t n, const char* what);
+  // A small (rows, cols) f32 table read whole by an op (a convolution kernel), never quantized.
+  Result<Weight> Table(const std::string& name, int64_t rows, int64_t cols, const char* what);
   // As Vector, or an empty Weight when the source lacks it.
   Result<Weight> OptionalVector(const std::string& name, int64_t n, const char* what);
 

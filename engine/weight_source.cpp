@@ -5,8 +5,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <map>
+
+#include "quant/codec.h"  // DequantizeRow
 
 namespace fak {
 namespace {
@@ -30,7 +33,7 @@ class GgufSource final : public WeightSource {
     FAK_ASSIGN_OR_RETURN(s->config_, ConfigFromGguf(s->file_));
     for (const auto& t : s->file_.tensors()) {
       s->index_[t.name] = s->tensors_.size();
-      s->tensors_.push_back(SourceTensor{t.name, t.name, t.shape, t.type, t.data, t.n_bytes});
+      s->tensors_.push_back(SourceTensor{t.name, t.name, t.shape, t.type, t.data, t.n_bytes, nullptr});
     }
     s->path_ = path;
     return std::unique_ptr<WeightSource>(std::move(s));
@@ -75,12 +78,17 @@ class HfSource final : public WeightSource {
     FAK_ASSIGN_OR_RETURN(s->config_, ModelConfigFromHfDir(dir));
     FAK_ASSIGN_OR_RETURN(s->ckpt_, SafetensorsCheckpoint::Open(path, MapOptions{}));
     for (const SafetensorsTensor* t : s->ckpt_.tensors()) {
-      std::string name = CanonicalTensorName(t->name);
+      std::string name = CanonicalTensorName(t->name, s->config_.arch);
       if (name.empty()) continue;  // rotary caches and other tensors fak does not use
       FAK_ASSIGN_OR_RETURN(GgmlType type, GgmlTypeForDtype(*t));
-      SourceTensor st{name, t->name, std::vector<uint64_t>(t->shape.rbegin(), t->shape.rend()),
-                      type, t->data, t->n_bytes};
+      SourceTensor st{name,   t->name, std::vector<uint64_t>(t->shape.rbegin(), t->shape.rend()),
+                      type,   t->data, t->n_bytes,
+                      nullptr};
       if (st.shape.empty()) st.shape.push_back(1);
+      if (const Architecture* a = FindArchitecture(s->config_.arch);
+          a != nullptr && a->hf_transform != nullptr) {
+        FAK_RETURN_IF_ERROR(a->hf_transform(s->config_, st));
+      }
       if (s->index_.count(name) != 0) return Corrupt("{}: two tensors map to '{}'", path, name);
       s->index_[name] = s->tensors_.size();
       s->tensors_.push_back(std::move(st));
@@ -117,12 +125,14 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& file) {
   return c;
 }
 
-std::string CanonicalTensorName(const std::string& hf) {
-  // The architectures' own name maps; tensor names do not collide between them.
-  for (const Architecture* a : Architectures()) {
-    for (const auto& [from, to] : a->hf_top) {
-      if (hf == from) return to;
-    }
+std::string CanonicalTensorName(const std::string& hf_name, const std::string& arch) {
+  const Architecture* a = FindArchitecture(arch);
+  if (a == nullptr) return "";
+  // Multimodal checkpoints (Qwen3.5) keep the language model under model.language_model.
+  std::string hf = hf_name;
+  if (hf.rfind("model.language_model.", 0) == 0) hf = "model." + hf.substr(21);
+  for (const auto& [from, to] : a->hf_top) {
+    if (hf == from) return to;
   }
   const std::string prefix = "model.layers.";
   if (hf.rfind(prefix, 0) != 0) return "";
@@ -131,12 +141,34 @@ std::string CanonicalTensorName(const std::string& hf) {
   const std::string layer = hf.substr(prefix.size(), dot - prefix.size());
   if (layer.empty() || layer.find_first_not_of("0123456789") != std::string::npos) return "";
   const std::string suffix = hf.substr(dot + 1);
-  for (const Architecture* a : Architectures()) {
-    for (const auto& [from, to] : a->hf_layer) {
-      if (suffix == from) return "blk." + layer + "." + to;
-    }
+  for (const auto& [from, to] : a->hf_layer) {
+    if (suffix == from) return "blk." + layer + "." + to;
   }
   return "";
+}
+
+Status ReadCanonicalRow(const SourceTensor& t, int64_t r, int64_t cols, float* out,
+                        std::vector<float>& scratch) {
+  const SourceTransform* tf = t.transform.get();
+  const int64_t stored = tf != nullptr && !tf->row_from.empty() ? tf->row_from[static_cast<size_t>(r)] : r;
+  const auto row_bytes = GgmlRowBytes(t.type, static_cast<uint64_t>(cols));
+  if (!row_bytes)
+    return Internal("tensor '{}': rows of {} do not fit {}", t.name, cols, GgmlTypeName(t.type));
+  const uint8_t* src = t.data + static_cast<uint64_t>(stored) * *row_bytes;
+  if (tf == nullptr || tf->col_from.empty()) {
+    FAK_RETURN_IF_ERROR(DequantizeRow(t.type, src, out, cols));
+  } else {
+    scratch.resize(static_cast<size_t>(cols));
+    FAK_RETURN_IF_ERROR(DequantizeRow(t.type, src, scratch.data(), cols));
+    for (int64_t c = 0; c < cols; ++c)
+      out[c] = scratch[static_cast<size_t>(tf->col_from[static_cast<size_t>(c)])];
+  }
+  if (tf != nullptr && tf->value == SourceTransform::kAddOne) {
+    for (int64_t c = 0; c < cols; ++c) out[c] += 1.0f;
+  } else if (tf != nullptr && tf->value == SourceTransform::kNegExp) {
+    for (int64_t c = 0; c < cols; ++c) out[c] = -std::exp(out[c]);
+  }
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<WeightSource>> OpenWeightSource(const std::string& path) {

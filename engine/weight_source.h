@@ -14,6 +14,14 @@
 
 namespace fak {
 
+// How a stored tensor becomes the canonical one beyond its name (HF checkpoints of some
+// architectures): rows or columns reordered, every value mapped, dimensions of 1 dropped.
+struct SourceTransform {
+  enum Value { kNone, kAddOne, kNegExp } value = kNone;  // x + 1 (zero-centred norms); -exp(x) (A_log)
+  std::vector<int64_t> row_from;  // canonical row r is stored row row_from[r]; empty: the same
+  std::vector<int64_t> col_from;  // canonical column c is stored column col_from[c]; empty: the same
+};
+
 struct SourceTensor {
   std::string name;                // canonical name
   std::string source_name;         // as stored ("model.layers.3.self_attn.q_proj.weight")
@@ -21,7 +29,13 @@ struct SourceTensor {
   GgmlType type = GgmlType::kF32;  // F32, F16, BF16 or a GGUF block type
   const uint8_t* data = nullptr;   // in the source's mapping
   uint64_t n_bytes = 0;
+  std::shared_ptr<const SourceTransform> transform;  // null: the stored values are the canonical ones
 };
+
+// Row r (cols values) of t's canonical form as f32, its transform applied. scratch holds a stored
+// row while columns are reordered.
+Status ReadCanonicalRow(const SourceTensor& t, int64_t r, int64_t cols, float* out,
+                        std::vector<float>& scratch);
 
 class WeightSource {
  public:
@@ -48,7 +62,8 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& file);
 
 Result<std::unique_ptr<WeightSource>> OpenWeightSource(const std::string& path);
 
-// HF tensor name -> canonical name; "" when it is not a tensor fak uses.
-std::string CanonicalTensorName(const std::string& hf_name);
+// HF tensor name -> canonical name for an architecture (ModelConfig::arch); "" when it is not a
+// tensor fak uses.
+std::string CanonicalTensorName(const std::string& hf_name, const std::string& arch);
 
 }  // namespace fak

@@ -106,6 +106,24 @@ Status ModelConfig::Validate() const {
   if (!layer_is_linear.empty() && static_cast<int64_t>(layer_is_linear.size()) != n_layer) {
     return Corrupt("model config: {} layer types for {} layers", layer_is_linear.size(), n_layer);
   }
+  if (arch == "qwen3_5") {
+    if (layer_is_linear.empty()) return Corrupt("model config: the hybrid model names no layer types");
+    FAK_RETURN_IF_ERROR(positive("linear_num_key_heads", linear_n_key_head));
+    FAK_RETURN_IF_ERROR(positive("linear_num_value_heads", linear_n_value_head));
+    FAK_RETURN_IF_ERROR(positive("linear_key_head_dim", linear_key_head_dim));
+    FAK_RETURN_IF_ERROR(positive("linear_value_head_dim", linear_value_head_dim));
+    if (linear_n_value_head % linear_n_key_head != 0) {
+      return Corrupt("model config: linear_num_value_heads {} is not a multiple of linear_num_key_heads {}",
+                     linear_n_value_head, linear_n_key_head);
+    }
+    if (linear_conv_kernel < 1 || linear_conv_kernel > 16) {
+      return Corrupt("model config: linear_conv_kernel_dim = {} (want 1 to 16)", linear_conv_kernel);
+    }
+    if (linear_n_value_head > 4096 || linear_key_head_dim > 4096 || linear_value_head_dim > 4096) {
+      return Corrupt("model config: implausible linear-attention size ({} heads of {} x {})",
+                     linear_n_value_head, linear_key_head_dim, linear_value_head_dim);
+    }
+  }
   // Scalars that would otherwise run silently to non-finite activations (token 0 forever).
   auto finite_positive = [](const char* field, double v) -> Status {
     if (!std::isfinite(v) || v <= 0)
@@ -148,8 +166,13 @@ Result<ModelConfig> ModelConfigFromHfJson(const std::string& text, const std::st
     c.arch = "qwen2";
   } else if (model_type == "qwen3") {
     c.arch = "qwen3";
-  } else if (model_type == "qwen3_next" || model_type == "qwen3_5" || model_type == "qwen3_5_text") {
+  } else if (model_type == "qwen3_5" || model_type == "qwen3_5_text") {
     c.arch = "qwen3_5";
+  } else if (model_type == "qwen3_next") {
+    return Unsupported(
+        "{}: model_type 'qwen3_next' (Qwen3-Next) has mixture-of-experts layers, which fak does not run; its "
+        "dense hybrid sibling qwen3_5 runs",
+        source);
   } else {
     return Unsupported(
         "{}: model_type '{}' (architecture '{}') is not supported; fak runs llama, qwen2, qwen3, qwen3_5",
@@ -225,12 +248,64 @@ Result<ModelConfig> ModelConfigFromHfDir(const std::string& dir) {
   return ModelConfigFromHfJson(text, path);
 }
 
+namespace {
+
+// llama.cpp's qwen35 keys: the Gated-DeltaNet geometry under ssm.*, which layers are recurrent,
+// and the rotated part of each head.
+Status HybridFromGguf(const GgufFile& file, const std::string& arch, ModelConfig& c) {
+  auto get = [&](const char* k) -> Result<int64_t> {
+    FAK_ASSIGN_OR_RETURN(uint64_t v, file.GetUint(arch + "." + k));
+    if (v > (uint64_t{1} << 31)) return Corrupt("{}: {}.{} = {} is too large", file.path(), arch, k, v);
+    return static_cast<int64_t>(v);
+  };
+  // Multi-token-prediction blocks follow the trunk's layers; fak runs the trunk only.
+  if (file.Find(arch + ".nextn_predict_layers") != nullptr) {
+    FAK_ASSIGN_OR_RETURN(int64_t nextn, get("nextn_predict_layers"));
+    if (nextn >= c.n_layer) return Corrupt("{}: {} prediction layers of {}", file.path(), nextn, c.n_layer);
+    c.n_layer -= nextn;
+  }
+  FAK_ASSIGN_OR_RETURN(c.linear_conv_kernel, get("ssm.conv_kernel"));
+  FAK_ASSIGN_OR_RETURN(c.linear_key_head_dim, get("ssm.state_size"));
+  FAK_ASSIGN_OR_RETURN(c.linear_n_key_head, get("ssm.group_count"));
+  FAK_ASSIGN_OR_RETURN(c.linear_n_value_head, get("ssm.time_step_rank"));
+  FAK_ASSIGN_OR_RETURN(int64_t inner, get("ssm.inner_size"));
+  if (c.linear_n_value_head <= 0 || inner % c.linear_n_value_head != 0) {
+    return Corrupt("{}: {}.ssm.inner_size {} is not a multiple of ssm.time_step_rank {}", file.path(), arch,
+                   inner, c.linear_n_value_head);
+  }
+  c.linear_value_head_dim = inner / c.linear_n_value_head;
+  c.layer_is_linear.clear();
+  if (const GgufValue* v = file.Find(arch + ".attention.recurrent_layers")) {
+    const GgufArray* a = v->AsArray();
+    if (a == nullptr) return Corrupt("{}: {}.attention.recurrent_layers is not an array", file.path(), arch);
+    for (const GgufValue& e : a->values) {
+      std::optional<bool> b = e.AsBool();
+      if (!b) return Corrupt("{}: {}.attention.recurrent_layers holds a non-boolean", file.path(), arch);
+      if (static_cast<int64_t>(c.layer_is_linear.size()) < c.n_layer) c.layer_is_linear.push_back(*b);
+    }
+  } else {
+    int64_t interval = 4;
+    if (file.Find(arch + ".full_attention_interval") != nullptr) {
+      FAK_ASSIGN_OR_RETURN(interval, get("full_attention_interval"));
+    }
+    if (interval <= 0) return Corrupt("{}: {}.full_attention_interval is 0", file.path(), arch);
+    for (int64_t l = 0; l < c.n_layer; ++l) c.layer_is_linear.push_back((l + 1) % interval != 0);
+  }
+  if (file.Find(arch + ".rope.dimension_count") != nullptr && c.head_dim > 0) {
+    FAK_ASSIGN_OR_RETURN(int64_t rot, get("rope.dimension_count"));
+    c.rope.partial_rotary_factor = static_cast<double>(rot) / static_cast<double>(c.head_dim);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
   FAK_ASSIGN_OR_RETURN(std::string arch, file.GetString("general.architecture"));
   ModelConfig c;
   if (arch == "llama" || arch == "qwen2" || arch == "qwen3") {
     c.arch = arch;
-  } else if (arch == "qwen35" || arch == "qwen3next" || arch == "qwen3_5") {
+  } else if (arch == "qwen35") {
     c.arch = "qwen3_5";
   } else {
     return Unsupported(
@@ -297,6 +372,7 @@ Result<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
     FAK_ASSIGN_OR_RETURN(uint64_t e, file.GetUint("tokenizer.ggml.eos_token_id"));
     c.eos_token_ids.push_back(static_cast<int64_t>(e));
   }
+  if (c.arch == "qwen3_5") FAK_RETURN_IF_ERROR(HybridFromGguf(file, arch, c));
   Status v = c.Validate();
   if (!v.ok()) return v.WithContext(file.path());
   return c;

@@ -57,6 +57,24 @@ struct RopeSpec {
   float attn_factor = 1.0f;     // YaRN scales cos/sin by this
 };
 
+// One Gated-DeltaNet (linear attention) layer's geometry and where its state lives in a sequence's
+// state slot: first the convolution's last conv_kernel - 1 inputs, (conv_kernel - 1, conv_dim) f32,
+// then the recurrent state S, (n_v_head, k_dim, v_dim) f32. Value head h reads key head
+// h % n_k_head (llama.cpp's tiled order; HF checkpoints are reordered into it at load).
+struct DeltaNetSpec {
+  int64_t n_k_head = 0;
+  int64_t n_v_head = 0;
+  int64_t k_dim = 0;
+  int64_t v_dim = 0;
+  int64_t conv_kernel = 0;
+  size_t state_offset = 0;  // bytes into the slot
+  float eps = 1e-6f;        // of the q/k L2 normalization
+
+  int64_t conv_dim() const { return 2 * n_k_head * k_dim + n_v_head * v_dim; }
+  size_t ConvStateBytes() const { return static_cast<size_t>((conv_kernel - 1) * conv_dim()) * 4; }
+  size_t StateBytes() const { return ConvStateBytes() + static_cast<size_t>(n_v_head * k_dim * v_dim) * 4; }
+};
+
 // One ragged batch as the ops see it: rows from many sequences, each a prefill chunk or a decode
 // token. Row r is token tokens[r] at position positions[r] of sequence row_seq[r], whose KV page
 // table is pages[page_begin[s] .. page_begin[s + 1]); it attends to positions [0, positions[r]].
@@ -98,11 +116,14 @@ class Backend {
 
   // --- Weights: bound once after loading; checks type, shape and layout here, never per call.
   virtual Result<BoundWeight> BindMatrix(const Weight& w) = 0;  // for MatMul
-  virtual Result<BoundWeight> BindVector(const Weight& w) = 0;  // f32 (n) for RmsNorm and AddRow
+  // f32 (n) for RmsNorm and AddRow, or a small f32 (rows, cols) table read whole (a conv kernel).
+  virtual Result<BoundWeight> BindVector(const Weight& w) = 0;
   // A table for Embed; lookups round-trip through `as_type` (a lookup in a higher-precision copy
   // then gives exactly the values of a table converted to as_type).
   virtual Result<BoundWeight> BindEmbedding(const Weight& table, GgmlType as_type) = 0;
   virtual Result<int32_t> BindRope(const RopeSpec& rope) = 0;
+  // A Gated-DeltaNet layer; fails on backends without its kernels.
+  virtual Result<int32_t> BindDeltaNet(const DeltaNetSpec& spec) = 0;
 
   // --- Memory.
   virtual Result<Tensor> Alloc(int64_t rows, int64_t cols) = 0;
@@ -135,6 +156,22 @@ class Backend {
   // out (n_rows, n_head * head_dim): causal attention of each row's query heads over its sequence's
   // keys and values (grouped-query: n_head / n_kv_head query heads per KV head).
   virtual void Attention(int32_t kv, int64_t layer, Tensor q, float scale, Tensor out) = 0;
+  // x *= sigmoid(g), element-wise.
+  virtual void SigmoidMul(Tensor x, Tensor g) = 0;
+  // Each row of x is heads of 2 * head_dim: a gets the first head_dim of every head, b the second.
+  virtual void SplitHeads(Tensor x, int64_t head_dim, Tensor a, Tensor b) = 0;
+  // x = x / rms(x) * w * silu(z) per row (x.cols == w.cols; z has x's shape).
+  virtual void GatedRmsNorm(Tensor x, BoundWeight w, Tensor z, float eps) = 0;
+  // Gated-DeltaNet layer `dn`, in place on x (n_rows, conv_dim): the causal depthwise convolution
+  // with kernel `conv` (conv_dim, conv_kernel) over each sequence's rows, continuing from the
+  // convolution state in its slot (and leaving the last inputs there), then SiLU.
+  virtual void DeltaNetConv(int32_t states, int32_t dn, Tensor x, BoundWeight conv) = 0;
+  // The gated delta rule of layer `dn` over each sequence's rows in order, continuing its recurrent
+  // state. x (n_rows, conv_dim) holds q | k | v after the convolution; b and a (n_rows, n_v_head) the
+  // beta and decay projections: beta = sigmoid(b), decay = exp(ssm_a * softplus(a + dt_bias)).
+  // q and k are L2-normalized, q scaled by 1/sqrt(k_dim). out (n_rows, n_v_head * v_dim).
+  virtual void DeltaNetRule(int32_t states, int32_t dn, Tensor x, Tensor b, Tensor a, BoundWeight ssm_a,
+                            BoundWeight dt_bias, Tensor out) = 0;
   // out[i] = x[out_rows[i]].
   virtual void GatherOutRows(Tensor x, Tensor out) = 0;
   // Copies page src into page dst (copy-on-write of a shared partial page).

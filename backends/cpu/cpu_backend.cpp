@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/attention.h"  // HeadKv
+#include "backends/cpu/delta_net.h"  // DeltaNetConvChannels, DeltaNetHead, GatedRmsNorm
 #include "backends/cpu/kernels.h"    // Kernels
 #include "backends/cpu/matmul.h"     // QuantMatrix, MatMul
 #include "backends/cpu/ops.h"        // RmsNorm, Rope, SiluMul, EmbeddingRow, FloatToHalf
@@ -76,10 +77,14 @@ enum ProfiledOp {
   kAttention,
   kGatherOutRows,
   kDownload,
+  kGates,
+  kDeltaNetConv,
+  kDeltaNetRule,
   kNumProfiledOps
 };
-constexpr const char* kOpNames[] = {"Embed", "MatMul",  "RmsNorm",   "AddRow",        "Add",     "SiluMul",
-                                    "Rope",  "KvWrite", "Attention", "GatherOutRows", "Download"};
+constexpr const char* kOpNames[] = {"Embed",    "MatMul", "RmsNorm",      "AddRow",      "Add",
+                                    "SiluMul",  "Rope",   "KvWrite",      "Attention",   "GatherOutRows",
+                                    "Download", "Gates",  "DeltaNetConv", "DeltaNetRule"};
 
 // FAK_PROFILE=1: time per op kind, printed to stderr when the backend is destroyed.
 bool ProfilingEnabled() {
@@ -118,11 +123,11 @@ class CpuBackend final : public Backend {
   }
 
   Result<BoundWeight> BindVector(const Weight& w) override {
-    if (!w.present() || w.type != GgmlType::kF32 || w.rows != 1) {
-      return InvalidArgument("a vector weight must be f32 with one row");
+    if (!w.present() || w.type != GgmlType::kF32 || w.packed) {
+      return InvalidArgument("a vector weight must be f32 rows");
     }
     vectors_.push_back(w.f32());
-    return BoundWeight{static_cast<int32_t>(vectors_.size() - 1), 1, w.cols};
+    return BoundWeight{static_cast<int32_t>(vectors_.size() - 1), w.rows, w.cols};
   }
 
   Result<BoundWeight> BindEmbedding(const Weight& table, GgmlType as_type) override {
@@ -135,6 +140,18 @@ class CpuBackend final : public Backend {
     if (rope.inv_freq.empty()) return InvalidArgument("rope with no frequencies");
     ropes_.push_back(rope);
     return static_cast<int32_t>(ropes_.size() - 1);
+  }
+
+  Result<int32_t> BindDeltaNet(const DeltaNetSpec& d) override {
+    if (d.n_k_head <= 0 || d.n_v_head <= 0 || d.k_dim <= 0 || d.v_dim <= 0 || d.n_v_head % d.n_k_head != 0) {
+      return InvalidArgument("Gated-DeltaNet geometry: {} key and {} value heads of {} and {}", d.n_k_head,
+                             d.n_v_head, d.k_dim, d.v_dim);
+    }
+    if (d.conv_kernel < 1 || d.conv_kernel > 16) {
+      return Unsupported("Gated-DeltaNet convolution of width {} (fak runs 1 to 16)", d.conv_kernel);
+    }
+    delta_nets_.push_back(d);
+    return static_cast<int32_t>(delta_nets_.size() - 1);
   }
 
   Result<Tensor> Alloc(int64_t rows, int64_t cols) override {
@@ -189,7 +206,16 @@ class CpuBackend final : public Backend {
     page_begin_.assign(b.page_begin.begin(), b.page_begin.end());
     pages_.assign(b.pages.begin(), b.pages.end());
     out_rows_.assign(b.out_rows.begin(), b.out_rows.end());
+    state_slot_.assign(b.state_slot.begin(), b.state_slot.end());
     max_ctx_ = b.max_ctx;
+    // Each sequence's rows: consecutive, in position order (the runtime builds batches so).
+    seq_rows_.clear();
+    for (int64_t r = 0; r < static_cast<int64_t>(row_seq_.size()); ++r) {
+      if (r == 0 || row_seq_[static_cast<size_t>(r)] != row_seq_[static_cast<size_t>(r - 1)]) {
+        seq_rows_.push_back({row_seq_[static_cast<size_t>(r)], r, 0});
+      }
+      ++seq_rows_.back().n;
+    }
   }
 
   void Embed(BoundWeight table, Tensor out) override {
@@ -320,6 +346,81 @@ class CpuBackend final : public Backend {
     });
   }
 
+  void SigmoidMul(Tensor x, Tensor g) override {
+    if (!error_.ok()) return;
+    Profile prof(this, kGates);
+    Elements(x.rows * x.cols, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) x.data[i] *= 1.0f / (1.0f + std::exp(-g.data[i]));
+    });
+  }
+
+  void SplitHeads(Tensor x, int64_t head_dim, Tensor a, Tensor b) override {
+    if (!error_.ok()) return;
+    Profile prof(this, kGates);
+    const int64_t heads = x.rows * x.cols / (2 * head_dim);
+    const size_t bytes = static_cast<size_t>(head_dim) * 4;
+    for (int64_t h = 0; h < heads; ++h) {
+      std::memcpy(a.data + h * head_dim, x.data + 2 * h * head_dim, bytes);
+      std::memcpy(b.data + h * head_dim, x.data + (2 * h + 1) * head_dim, bytes);
+    }
+  }
+
+  void GatedRmsNorm(Tensor x, BoundWeight w, Tensor z, float eps) override {
+    if (!error_.ok()) return;
+    Profile prof(this, kGates);
+    const float* wv = vectors_[static_cast<size_t>(w.id)];
+    Rows(x.rows, x.cols, [&](int64_t r0, int64_t r1) {
+      cpu::GatedRmsNorm(x.data + r0 * x.cols, wv, z.data + r0 * z.cols, x.data + r0 * x.cols, r1 - r0, x.cols,
+                        eps);
+    });
+  }
+
+  void DeltaNetConv(int32_t states, int32_t dn, Tensor x, BoundWeight conv) override {
+    if (!error_.ok()) return;
+    Profile prof(this, kDeltaNetConv);
+    const DeltaNetSpec& d = delta_nets_[static_cast<size_t>(dn)];
+    const float* w = vectors_[static_cast<size_t>(conv.id)];
+    const int64_t cd = d.conv_dim();
+    for (const SeqRows& sr : seq_rows_) {
+      float* window = StateOf(states, sr.seq, d.state_offset);
+      float* xs = x.data + sr.row0 * cd;
+      if (sr.n * cd < kMinParallelElements || pool_.size() == 1) {
+        DeltaNetConvChannels(d, xs, sr.n, w, window, 0, cd);
+        continue;
+      }
+      pool_.ParallelForDynamic(
+          cd, 64, [&](int64_t c0, int64_t c1) { DeltaNetConvChannels(d, xs, sr.n, w, window, c0, c1); });
+    }
+  }
+
+  void DeltaNetRule(int32_t states, int32_t dn, Tensor x, Tensor b, Tensor a, BoundWeight ssm_a,
+                    BoundWeight dt_bias, Tensor out) override {
+    if (!error_.ok()) return;
+    Profile prof(this, kDeltaNetRule);
+    const DeltaNetSpec& d = delta_nets_[static_cast<size_t>(dn)];
+    const float* av = vectors_[static_cast<size_t>(ssm_a.id)];
+    const float* dtv = vectors_[static_cast<size_t>(dt_bias.id)];
+    const int64_t nv = d.n_v_head, cd = d.conv_dim(), head_floats = d.k_dim * d.v_dim;
+    const int64_t n_items = static_cast<int64_t>(seq_rows_.size()) * nv;
+    const int64_t scratch = 2 * (d.k_dim + d.v_dim);
+    rule_scratch_.resize(static_cast<size_t>(pool_.size() * scratch));
+    // Work items: (sequence, value head); each runs its rows in order on one thread.
+    auto item = [&](int64_t i, float* sc) {
+      const SeqRows& sr = seq_rows_[static_cast<size_t>(i / nv)];
+      const int64_t h = i % nv;
+      float* s = StateOf(states, sr.seq, d.state_offset + d.ConvStateBytes()) + h * head_floats;
+      DeltaNetHead(d, h, x.data + sr.row0 * cd, b.data + sr.row0 * b.cols, a.data + sr.row0 * a.cols, sr.n,
+                   av[h], dtv[h], s, out.data + sr.row0 * out.cols, sc);
+    };
+    if (pool_.size() == 1 || n_items == 1) {
+      for (int64_t i = 0; i < n_items; ++i) item(i, rule_scratch_.data());
+      return;
+    }
+    pool_.Run([&](int tid, int nt) {
+      for (int64_t i = tid; i < n_items; i += nt) item(i, &rule_scratch_[static_cast<size_t>(tid * scratch)]);
+    });
+  }
+
   void GatherOutRows(Tensor x, Tensor out) override {
     if (!error_.ok()) return;
     Profile prof(this, kGatherOutRows);
@@ -378,6 +479,11 @@ class CpuBackend final : public Backend {
   void Fail(Status s) {
     if (error_.ok()) error_ = std::move(s);
   }
+  float* StateOf(int32_t states, int32_t seq, size_t offset) {
+    StateStore& s = states_[static_cast<size_t>(states)];
+    const auto slot = static_cast<size_t>(state_slot_[static_cast<size_t>(seq)]);
+    return reinterpret_cast<float*>(s.data.data() + slot * s.slot_bytes + offset);
+  }
   int32_t SeqPage(int64_t row, int64_t index) const {
     const int32_t seq = row_seq_[static_cast<size_t>(row)];
     return pages_[static_cast<size_t>(page_begin_[static_cast<size_t>(seq)] + index)];
@@ -406,15 +512,21 @@ class CpuBackend final : public Backend {
   std::vector<const float*> vectors_;
   std::vector<Embedding> embeddings_;
   std::vector<RopeSpec> ropes_;
+  std::vector<DeltaNetSpec> delta_nets_;
   std::unordered_map<float*, std::unique_ptr<float, Aligned>> buffers_;
   std::vector<KvStore> kv_;
   std::vector<StateStore> states_;
   // The current batch.
-  std::vector<int32_t> tokens_, positions_, row_seq_, page_begin_, pages_, out_rows_;
+  std::vector<int32_t> tokens_, positions_, row_seq_, page_begin_, pages_, out_rows_, state_slot_;
   int64_t max_ctx_ = 0;
+  struct SeqRows {
+    int32_t seq;
+    int64_t row0, n;
+  };
+  std::vector<SeqRows> seq_rows_;
   // Scratch.
   std::vector<const uint16_t*> k_ptrs_, v_ptrs_;
-  std::vector<float> scores_;
+  std::vector<float> scores_, rule_scratch_;
 };
 
 }  // namespace

@@ -148,6 +148,22 @@ class CudaBackend final : public Backend {
     return static_cast<int32_t>(ropes_.size() - 1);
   }
 
+  // The hybrid architecture's ops are CPU-only for now: binding its layers fails here, so none of
+  // the calls below is ever queued.
+  Result<int32_t> BindDeltaNet(const DeltaNetSpec&) override {
+    return Unsupported(
+        "the CUDA backend has no Gated-DeltaNet kernels yet; run hybrid models with --backend cpu");
+  }
+  void SigmoidMul(Tensor, Tensor) override { Fail(Unsupported("CUDA: SigmoidMul")); }
+  void SplitHeads(Tensor, int64_t, Tensor, Tensor) override { Fail(Unsupported("CUDA: SplitHeads")); }
+  void GatedRmsNorm(Tensor, BoundWeight, Tensor, float) override { Fail(Unsupported("CUDA: GatedRmsNorm")); }
+  void DeltaNetConv(int32_t, int32_t, Tensor, BoundWeight) override {
+    Fail(Unsupported("CUDA: DeltaNetConv"));
+  }
+  void DeltaNetRule(int32_t, int32_t, Tensor, Tensor, Tensor, BoundWeight, BoundWeight, Tensor) override {
+    Fail(Unsupported("CUDA: DeltaNetRule"));
+  }
+
   Result<Tensor> Alloc(int64_t rows, int64_t cols) override { return acts_.Alloc(rows, cols, stream_); }
 
   void Free(Tensor t) override {

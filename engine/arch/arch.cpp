@@ -7,6 +7,7 @@ namespace fak {
 std::vector<const Architecture*> Architectures() {
   return {
       &LlamaFamily(),
+      &Qwen35Hybrid(),
   };
 }
 

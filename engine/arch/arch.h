@@ -13,6 +13,7 @@
 
 #include "core/status.h"
 #include "engine/model.h"
+#include "engine/weight_source.h"  // SourceTensor
 #include "formats/model_config.h"
 #include "ops/backend.h"
 
@@ -24,6 +25,7 @@ enum class TensorRole {
   kOutput,     // the output projection; absent when tied to the embedding
   kNorm,       // f32 vector
   kBias,       // f32 vector
+  kTable,      // small f32 matrix read whole by an op (a convolution kernel); never quantized
 };
 
 // One tensor the architecture reads, by its GGUF name. Matrices are (rows, cols) with GGUF shape
@@ -39,7 +41,8 @@ struct TensorSpec {
   bool rope_rows = false;  // q/k rows that llama-arch GGUF files permute for interleaved RoPE
 };
 
-// What one layer keeps per sequence: keys and values in KV pages, or a fixed-size recurrent state.
+// What one layer keeps per sequence: keys and values in KV pages, or a fixed-size recurrent state
+// (state_bytes of each sequence's state slot, laid out as the architecture chooses).
 struct LayerCache {
   enum Kind { kKv, kState } kind = kKv;
   size_t state_bytes = 0;
@@ -63,8 +66,10 @@ class ArchInstance {
   // Allocates activations for batches of up to max_rows rows with up to max_out logits rows.
   virtual Status Reserve(int64_t max_rows, int64_t max_out) = 0;
   // Queues the forward pass of `batch` (set on the backend already): writes every row's keys and
-  // values into the KV store and the logits of batch.out_rows into logits (n_out, vocab).
-  virtual void Forward(const BatchPlan& batch, int32_t kv, Tensor logits) = 0;
+  // values into the KV store (its layers are the architecture's kKv layers, in order), advances the
+  // recurrent state of each sequence in the state store (-1 when the architecture has none) and
+  // writes the logits of batch.out_rows into logits (n_out, vocab).
+  virtual void Forward(const BatchPlan& batch, int32_t kv, int32_t states, Tensor logits) = 0;
 
  protected:
   void Probe(const char* stage, int64_t layer, Tensor x) {
@@ -85,6 +90,9 @@ struct Architecture {
   std::vector<LayerCache> (*caches)(const ModelConfig& c);
   // Config facts a GGUF file states only through its tensors (has_tensor: whether the file holds one).
   void (*configure_from_tensors)(ModelConfig& c, const std::function<bool(const std::string&)>& has_tensor);
+  // What an HF checkpoint's tensor needs beyond its name to become the GGUF one (sets
+  // t.transform, may reshape t.shape); null when nothing does.
+  Status (*hf_transform)(const ModelConfig& c, SourceTensor& t);
   // Binds a loaded model's weights to a backend (checked once, here).
   Result<std::unique_ptr<ArchInstance>> (*instantiate)(const Model& model, Backend& backend);
 };
@@ -96,5 +104,6 @@ std::vector<const Architecture*> Architectures();
 
 // Registered architectures (one line each in arch.cpp).
 const Architecture& LlamaFamily();
+const Architecture& Qwen35Hybrid();
 
 }  // namespace fak

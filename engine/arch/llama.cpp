@@ -157,7 +157,7 @@ class Llama final : public ArchInstance {
     return Status::Ok();
   }
 
-  void Forward(const BatchPlan& b, int32_t kv, Tensor logits) override {
+  void Forward(const BatchPlan& b, int32_t kv, int32_t /*states*/, Tensor logits) override {
     const int64_t n = static_cast<int64_t>(b.tokens.size()), n_out = static_cast<int64_t>(b.out_rows.size());
     const int64_t hd = c_.head_dim;
     const float eps = static_cast<float>(c_.norm_eps), scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -245,6 +245,7 @@ const Architecture& LlamaFamily() {
       &LlamaTensors,
       &LlamaCaches,
       &LlamaConfigure,
+      nullptr,
       &InstantiateLlama,
   };
   return arch;

@@ -16,7 +16,8 @@ bool LooksSpecial(const std::string& t) { return t.size() >= 4 && t.starts_with(
 }  // namespace
 
 void SetModelMetadata(GgufWriter& w, const ModelConfig& c, std::string_view name, const FileTypeInfo& ft) {
-  const std::string a = c.arch;
+  const bool hybrid = c.arch == "qwen3_5";
+  const std::string a = hybrid ? "qwen35" : c.arch;  // llama.cpp's name
   auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
   w.SetString("general.architecture", a);
   w.SetString("general.name", std::string(name));
@@ -38,6 +39,28 @@ void SetModelMetadata(GgufWriter& w, const ModelConfig& c, std::string_view name
     w.SetUint32(a + ".attention.value_length", u32(c.head_dim));
   }
   w.SetUint32(a + ".vocab_size", u32(c.vocab_size));
+  if (hybrid) {
+    w.SetUint32(a + ".ssm.conv_kernel", u32(c.linear_conv_kernel));
+    w.SetUint32(a + ".ssm.state_size", u32(c.linear_key_head_dim));
+    w.SetUint32(a + ".ssm.group_count", u32(c.linear_n_key_head));
+    w.SetUint32(a + ".ssm.time_step_rank", u32(c.linear_n_value_head));
+    w.SetUint32(a + ".ssm.inner_size", u32(c.linear_n_value_head * c.linear_value_head_dim));
+    auto layers = std::make_shared<GgufArray>();
+    layers->element_type = GgufValueType::kBool;
+    int64_t interval = 0;  // the period of the full-attention layers, when they have one
+    for (size_t l = 0; l < c.layer_is_linear.size(); ++l) {
+      layers->values.push_back(GgufValue{GgufValueType::kBool, c.layer_is_linear[l]});
+      if (!c.layer_is_linear[l] && interval == 0) interval = static_cast<int64_t>(l) + 1;
+    }
+    w.SetValue(a + ".attention.recurrent_layers", GgufValue{GgufValueType::kArray, layers});
+    w.SetUint32(a + ".full_attention_interval", u32(interval > 0 ? interval : c.n_layer));
+    // M-RoPE sections (time, height, width, extra) in rotated pairs; text positions are the same in
+    // each, so only their sum matters. Qwen3.5's own split where it fits.
+    const int32_t pairs = static_cast<int32_t>(rot / 2);
+    std::vector<int32_t> sections = {pairs - 2 * (pairs / 3), pairs / 3, pairs / 3, 0};
+    if (pairs == 32) sections = {11, 11, 10, 0};
+    w.SetInt32Array(a + ".rope.dimension_sections", sections);
+  }
   if (c.rope.scaling == RopeScaling::kLinear || c.rope.scaling == RopeScaling::kYarn) {
     w.SetString(a + ".rope.scaling.type", c.rope.scaling == RopeScaling::kLinear ? "linear" : "yarn");
     w.SetFloat32(a + ".rope.scaling.factor", static_cast<float>(c.rope.factor));
@@ -48,13 +71,13 @@ void SetModelMetadata(GgufWriter& w, const ModelConfig& c, std::string_view name
 }
 
 Result<std::string> GgufPreName(const TokenizerSpec& spec) {
-  for (const char* name : {"qwen2", "llama-bpe", "gpt2", "falcon", "starcoder"}) {
+  for (const char* name : {"qwen2", "qwen35", "llama-bpe", "gpt2", "falcon", "starcoder"}) {
     auto patterns = PreSplitPatternsForGgufPre(name);
     if (patterns.ok() && *patterns == spec.split_patterns) return std::string(name);
   }
   return NotFound(
       "{}: its pre-tokenizer split patterns match none of the GGUF pre-tokenizers fak knows "
-      "(qwen2, llama-bpe, gpt2, falcon, starcoder)",
+      "(qwen2, qwen35, llama-bpe, gpt2, falcon, starcoder)",
       spec.source);
 }
 

@@ -9,7 +9,7 @@ namespace {
 
 // Real geometries from the models' config.json files; `tiny` and `tiny-llama` are for tests.
 // clang-format off
-constexpr std::array<SynthGeometry, 6> kGeometries = {{
+constexpr std::array<SynthGeometry, 9> kGeometries = {{
     // name            arch     layers  d     ffn    heads kv  hd   tied   rope   eps    ctx
     {"tiny",          "qwen2",  2,   256,   512,   4,  2,  64,  true,  1e6, 1e-6, 4096},
     {"tiny-llama",    "llama",  2,   256,   512,   4,  2,  64,  false, 5e5, 1e-5, 4096},
@@ -17,6 +17,10 @@ constexpr std::array<SynthGeometry, 6> kGeometries = {{
     {"qwen2.5-1.5b",  "qwen2",  28,  1536,  8960,  12, 2,  128, true,  1e6, 1e-6, 32768},
     {"qwen2.5-7b",    "qwen2",  28,  3584,  18944, 28, 4,  128, false, 1e6, 1e-6, 32768},
     {"llama3-8b",     "llama",  32,  4096,  14336, 32, 8,  128, false, 5e5, 1e-5, 8192},
+    // hybrids                                                                          k  v heads
+    {"tiny-hybrid",   "qwen3_5", 4,  256,   512,   4,  2,  64,  true,  1e7, 1e-6, 4096,  2, 4},
+    {"qwen3.5-2b",    "qwen3_5", 24, 2048,  6144,  8,  2,  256, true,  1e7, 1e-6, 262144, 16, 16},
+    {"qwen3.5-27b",   "qwen3_5", 64, 5120,  17408, 24, 4,  256, false, 1e7, 1e-6, 262144, 16, 48},
 }};
 // clang-format on
 
@@ -35,12 +39,18 @@ std::string GeometryNames() {
   return out;
 }
 
-bool IsWritableArch(std::string_view arch) { return arch == "llama" || arch == "qwen2" || arch == "qwen3"; }
+bool IsWritableArch(std::string_view arch) {
+  return arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "qwen3_5";
+}
 
 Result<ModelConfig> ConfigForGeometry(const SynthGeometry& g, std::string_view arch, int64_t vocab) {
   if (arch.empty()) arch = g.arch;
   if (!IsWritableArch(arch)) {
-    return InvalidArgument("unknown architecture '{}' (want llama, qwen2 or qwen3)", arch);
+    return InvalidArgument("unknown architecture '{}' (want llama, qwen2, qwen3 or qwen3_5)", arch);
+  }
+  if ((arch == "qwen3_5") != (g.linear_n_key_head > 0)) {
+    return InvalidArgument("geometry '{}' is {}a hybrid; architecture '{}' does not fit it", g.name,
+                           g.linear_n_key_head > 0 ? "" : "not ", arch);
   }
   ModelConfig c;
   c.arch = std::string(arch);
@@ -56,7 +66,15 @@ Result<ModelConfig> ConfigForGeometry(const SynthGeometry& g, std::string_view a
   c.rope.theta = g.rope_theta;
   c.tied_embeddings = g.tied_embeddings;
   c.qkv_bias = arch == "qwen2";
-  c.qk_norm = arch == "qwen3";
+  c.qk_norm = arch == "qwen3" || arch == "qwen3_5";
+  if (arch == "qwen3_5") {
+    c.rope.partial_rotary_factor = 0.25;
+    c.linear_n_key_head = g.linear_n_key_head;
+    c.linear_n_value_head = g.linear_n_value_head;
+    c.linear_key_head_dim = c.linear_value_head_dim = g.head_dim == 64 ? 32 : 128;
+    c.linear_conv_kernel = 4;
+    for (int64_t l = 0; l < c.n_layer; ++l) c.layer_is_linear.push_back((l + 1) % 4 != 0);
+  }
   FAK_RETURN_IF_ERROR(c.Validate());
   return c;
 }
@@ -72,6 +90,7 @@ std::vector<PlannedTensor> PlanTensors(const ModelConfig& c) {
     p.more_bits = t.more_bits;
     p.rope_rows = t.rope_rows;
     if (t.role == TensorRole::kOutput && c.tied_embeddings) continue;
+    if (t.role == TensorRole::kTable) p.kind = TensorKind::kTable;
     if (t.role == TensorRole::kNorm || t.role == TensorRole::kBias) {
       p.shape = {cols};
       p.kind = t.role == TensorRole::kNorm ? TensorKind::kNorm : TensorKind::kBias;

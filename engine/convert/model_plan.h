@@ -20,6 +20,9 @@ struct SynthGeometry {
   double rope_theta;
   double norm_eps;
   int64_t context;
+  // Hybrid (qwen3_5) only: Gated-DeltaNet key/value heads of 128 (0: not a hybrid); every fourth
+  // layer is full attention, rotating a quarter of each head.
+  int64_t linear_n_key_head = 0, linear_n_value_head = 0;
 };
 
 // Vocabulary of every synthetic model: Qwen2.5's padded 151,936 (151,643 BPE tokens, the added
@@ -30,13 +33,14 @@ constexpr int64_t kSynthVocab = 151936;
 const SynthGeometry* FindGeometry(std::string_view name);
 std::string GeometryNames();  // "tiny, tiny-llama, qwen2.5-0.5b, ..."
 
-// The architectures fak writes: llama (no biases), qwen2 (q/k/v biases), qwen3 (q/k norms).
+// The architectures fak writes: llama (no biases), qwen2 (q/k/v biases), qwen3 (q/k norms), qwen3_5
+// (the Gated-DeltaNet hybrid; its geometries only).
 bool IsWritableArch(std::string_view arch);
 
 // A geometry as a ModelConfig for `arch` (empty: the geometry's own).
 Result<ModelConfig> ConfigForGeometry(const SynthGeometry& g, std::string_view arch, int64_t vocab);
 
-enum class TensorKind { kMatrix, kNorm, kBias };
+enum class TensorKind { kMatrix, kNorm, kBias, kTable };
 
 struct PlannedTensor {
   std::string name;             // "blk.0.attn_q.weight"

@@ -62,7 +62,10 @@ int64_t LayerOf(std::string_view name) {
 }
 
 bool IsQuantizable(const TensorDesc& t) {
-  return t.n_dims >= 2 && EndsWith(t.name, "weight") && t.name.find("_norm.weight") == std::string_view::npos;
+  // llama.cpp keeps the small convolution kernels of recurrent layers as they are.
+  return t.n_dims >= 2 && EndsWith(t.name, "weight") &&
+         t.name.find("_norm.weight") == std::string_view::npos &&
+         t.name.find("ssm_conv1d") == std::string_view::npos;
 }
 
 GgmlType FallbackForRow(GgmlType want, int64_t ne0) {

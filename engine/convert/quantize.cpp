@@ -25,6 +25,7 @@ struct Tensor {
   GgmlType type;
   const uint8_t* data;
   uint64_t n_bytes;
+  std::shared_ptr<const SourceTransform> transform = nullptr;  // an HF tensor's mapping into GGUF's form
 };
 
 uint64_t Elements(const std::vector<uint64_t>& shape) {
@@ -62,7 +63,7 @@ Status AddConverted(GgufWriter& w, ThreadPool& pool, FileType ft, const Tensor& 
     target = t.type;  // copied as is
   report.parameters += Elements(t.shape);
   ++report.tensors;
-  if (target == t.type && !source_row) {
+  if (target == t.type && !source_row && t.transform == nullptr) {
     if (t.n_bytes != *GgmlRowBytes(t.type, Elements(t.shape))) {
       return Corrupt("tensor '{}': {} bytes for its shape and type", t.name, t.n_bytes);
     }
@@ -92,6 +93,16 @@ Status AddConverted(GgufWriter& w, ThreadPool& pool, FileType ft, const Tensor& 
     };
     return w.AddTensor(t.name, t.shape, target,
                        WithProgress(progress, index, count, t.name, RowProducer(pool, target, 1, cols, fn)));
+  }
+  if (t.transform != nullptr) {  // reordered or mapped values, row by row through f32
+    const SourceTensor st{t.name, t.name, t.shape, t.type, t.data, t.n_bytes, t.transform};
+    auto fn = [st, cols](int64_t r, float* dst) {
+      std::vector<float> scratch;
+      return ReadCanonicalRow(st, r, cols, dst, scratch);
+    };
+    return w.AddTensor(
+        t.name, t.shape, target,
+        WithProgress(progress, index, count, t.name, RowProducer(pool, target, rows, cols, fn)));
   }
   const uint64_t rb = *src_row_bytes;
   auto fn = [t, cols, rb, source_row](int64_t r, float* dst) {
@@ -156,8 +167,9 @@ Status HfToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, ThreadPool& po
   FAK_ASSIGN_OR_RETURN(std::unique_ptr<WeightSource> src, OpenWeightSource(o.input));
   ModelConfig c = src->config();
   if (!IsWritableArch(c.arch)) {
-    return Unsupported("{}: architecture '{}' cannot be written to GGUF by fak yet (llama, qwen2, qwen3)",
-                       o.input, c.arch);
+    return Unsupported(
+        "{}: architecture '{}' cannot be written to GGUF by fak yet (llama, qwen2, qwen3, qwen3_5)", o.input,
+        c.arch);
   }
   c.tied_embeddings = c.tied_embeddings || src->Find("output.weight") == nullptr;
   auto loaded = LoadTokenizerSpec(o.tokenizer.empty() ? src->tokenizer_path() : o.tokenizer);
@@ -193,9 +205,9 @@ Status HfToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, ThreadPool& po
     }
     std::function<int64_t(int64_t)> perm;
     if (c.arch == "llama" && p.rope_rows) perm = [hd](int64_t r) { return LlamaPermutedSourceRow(r, hd); };
-    FAK_RETURN_IF_ERROR(
-        AddConverted(w, pool, ft.type, Tensor{p.name, st->shape, st->type, st->data, st->n_bytes}, c.n_layer,
-                     TensorRoles{p.output, p.more_bits}, perm, o.progress, i, plan.size(), report));
+    FAK_RETURN_IF_ERROR(AddConverted(
+        w, pool, ft.type, Tensor{p.name, st->shape, st->type, st->data, st->n_bytes, st->transform},
+        c.n_layer, TensorRoles{p.output, p.more_bits}, perm, o.progress, i, plan.size(), report));
   }
   return w.Write(o.output);
 }

@@ -201,7 +201,7 @@ TEST_F(QuantizeTest, HfLlamaToGgufPermutesQkAndComputesTheSameLogits) {
 
   // Undo the permutation on the GGUF rows: the HF q/k come back exactly; other matrices are as stored.
   for (const HfTensor& t : ts) {
-    const std::string name = CanonicalTensorName(t.name);
+    const std::string name = CanonicalTensorName(t.name, "llama");
     const GgufTensorInfo* g = f->FindTensor(name);
     ASSERT_NE(g, nullptr) << name;
     ASSERT_EQ(g->type, GgmlType::kF32);
@@ -237,7 +237,7 @@ TEST_F(QuantizeTest, HfQwen2ToGgufKeepsRowsBiasesAndASentencePieceTokenizer) {
   EXPECT_EQ(*f->GetString("general.architecture"), "qwen2");
   EXPECT_EQ(*f->GetString("tokenizer.ggml.model"), "llama");
   for (const HfTensor& t : ts) {  // nothing is permuted for qwen2
-    const GgufTensorInfo* g = f->FindTensor(CanonicalTensorName(t.name));
+    const GgufTensorInfo* g = f->FindTensor(CanonicalTensorName(t.name, "llama"));
     ASSERT_NE(g, nullptr) << t.name;
     EXPECT_EQ(0, std::memcmp(g->data, t.values.data(), t.values.size() * 4)) << t.name;
   }

@@ -24,6 +24,7 @@ ValueScale SynthValueScale(TensorKind kind) {
     case TensorKind::kMatrix: return {0.0f, 0.02f};
     case TensorKind::kNorm: return {1.0f, 0.02f};
     case TensorKind::kBias: return {0.0f, 0.01f};
+    case TensorKind::kTable: return {0.0f, 0.2f};
   }
   return {0.0f, 0.02f};
 }
@@ -65,7 +66,8 @@ Result<ConvertReport> Synthesize(const SynthOptions& o) {
     const TensorDesc desc{t.name,     static_cast<int>(t.shape.size()), cols, config.n_layer, t.output,
                           t.more_bits};
     const GgmlType type = TensorTypeFor(ft.type, desc);
-    const ValueScale scale = SynthValueScale(t.kind);
+    ValueScale scale = SynthValueScale(t.kind);
+    if (t.name.ends_with(".ssm_a")) scale = {-1.0f, 0.1f};  // -exp(A_log): each head's state decays
     const uint64_t key = TensorKey(o.seed, t.name);
     GgufWriter::Producer rows_producer = RowProducer(pool, type, rows, cols, [=](int64_t r, float* dst) {
       FillRandomRow(key, static_cast<uint64_t>(r) * static_cast<uint64_t>(cols), scale.mean, scale.stddev,

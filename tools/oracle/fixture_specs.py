@@ -104,6 +104,36 @@ SPECS.append(
         residuals=False,
     ))
 
+# The Qwen3.5 hybrid: three Gated-DeltaNet layers then one gated full-attention layer, twice. Four value
+# heads over two key heads, so HF's grouped value-head order and llama.cpp's tiled one differ; a quarter of
+# each 16-wide attention head rotated (4 dims); zero-centred norms (scale 1 + w).
+SPECS.append(
+    Spec(
+        name="qwen35-tiny",
+        description="Qwen3_5ForCausalLM (Gated-DeltaNet + gated attention, 6 linear and 2 full layers, 2 key and "
+                    "4 value heads of 8 in the linear layers, partial RoPE 0.25, theta 1e7)",
+        config_class=transformers.Qwen3_5TextConfig,
+        model_class=transformers.Qwen3_5ForCausalLM,
+        config_kwargs=dict(
+            TINY,
+            head_dim=16,
+            num_hidden_layers=8,
+            layer_types=["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3
+            + ["full_attention"],
+            linear_conv_kernel_dim=4,
+            linear_key_head_dim=8,
+            linear_value_head_dim=8,
+            linear_num_key_heads=2,
+            linear_num_value_heads=4,
+            max_position_embeddings=4096,
+            rope_parameters=dict(rope_type="default", rope_theta=10000000.0, partial_rotary_factor=0.25,
+                                 mrope_section=[1, 1, 0], mrope_interleaved=True),
+        ),
+        seed=112,
+        init=dict(INIT, zero_centred_norms=True),
+        classic_config=False,
+    ))
+
 LONG_TEXT = (
     "The lighthouse keeper climbed the spiral stairs every evening at dusk, counting the one hundred and "
     "twelve steps out of habit rather than necessity. At the top he wound the clockwork that turned the "

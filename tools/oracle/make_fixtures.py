@@ -42,7 +42,16 @@ def init_weights(model, spec):
     if name == "lm_head.weight" and spec.config_kwargs["tie_word_embeddings"]:
       continue
     shape = tuple(param.shape)
-    if name.endswith("norm.weight"):
+    if name.endswith("A_log"):
+      # Per-head decay rates A in [0.5, 8]: the state forgets over a few to a few hundred tokens.
+      w = np.log(rng.uniform(0.5, 8.0, size=shape))
+    elif name.endswith("dt_bias"):
+      w = rng.uniform(0.5, 1.5, size=shape)
+    elif name.endswith("conv1d.weight"):
+      w = rng.normal(0.0, 0.3, size=shape)
+    elif name.endswith("norm.weight") and init.get("zero_centred_norms") and "linear_attn" not in name:
+      w = rng.uniform(-init["norm_spread"], init["norm_spread"], size=shape)  # the model scales by 1 + w
+    elif name.endswith("norm.weight"):
       w = rng.uniform(1.0 - init["norm_spread"], 1.0 + init["norm_spread"], size=shape)
     elif name.endswith(".bias"):
       w = rng.normal(0.0, init["bias_std"], size=shape)
@@ -107,14 +116,20 @@ def check_loaded(model, spec):
   """The reloaded checkpoint must be the model that was specified: head_dim honoured, RoPE read back."""
   cfg = spec.config_kwargs
   sd = model.state_dict()
-  q = tuple(sd["model.layers.0.self_attn.q_proj.weight"].shape)
-  k = tuple(sd["model.layers.0.self_attn.k_proj.weight"].shape)
-  want_q = (cfg["num_attention_heads"] * cfg["head_dim"], cfg["hidden_size"])
+  hybrid = "layer_types" in cfg
+  full = cfg["layer_types"].index("full_attention") if hybrid else 0
+  q = tuple(sd[f"model.layers.{full}.self_attn.q_proj.weight"].shape)
+  k = tuple(sd[f"model.layers.{full}.self_attn.k_proj.weight"].shape)
+  # The hybrid's q_proj also gives each head's output gate.
+  want_q = ((2 if hybrid else 1) * cfg["num_attention_heads"] * cfg["head_dim"], cfg["hidden_size"])
   want_k = (cfg["num_key_value_heads"] * cfg["head_dim"], cfg["hidden_size"])
   if q != want_q or k != want_k:
     raise RuntimeError(f"{spec.name}: head_dim not honoured (q_proj {q}, k_proj {k})")
   rope = dict(model.config.rope_parameters)
-  want = dict(cfg.get("rope_scaling") or {"rope_type": "default"}, rope_theta=cfg["rope_theta"])
+  if hybrid:
+    want = cfg["rope_parameters"]
+  else:
+    want = dict(cfg.get("rope_scaling") or {"rope_type": "default"}, rope_theta=cfg["rope_theta"])
   if rope != want:
     raise RuntimeError(f"{spec.name}: RoPE read back as {rope}, want {want}")
   if model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr():
@@ -172,7 +187,7 @@ def make_fixture(spec, prompts, tokenizer_sha):
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--only", help="make only this fixture (llama3-tiny, qwen2-tiny, qwen3-tiny, qwen2-256)")
+  parser.add_argument("--only", help="make only this fixture (llama3-tiny, qwen2-tiny, qwen3-tiny, qwen2-256, qwen35-tiny)")
   args = parser.parse_args()
   torch.set_num_threads(1)
   torch.use_deterministic_algorithms(True)
