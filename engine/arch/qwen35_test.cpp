@@ -1,0 +1,255 @@
+// The Gated-DeltaNet hybrid (engine/arch/qwen35.cpp) beyond the HF oracle: its recurrent state makes
+// prefill chunking, batching, snapshots and prefix reuse exact only if every op keeps each sequence's
+// rows in order and in its own slot. Checked bit for bit on the qwen35-tiny fixture (f32 weights), and
+// through the GGUF file fak writes for it.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+
+#include "engine/convert/quantize.h"
+#include "engine/convert/synth.h"
+#include "engine/model.h"
+#include "engine/prefix_cache.h"
+#include "engine/runtime.h"
+#include "formats/gguf.h"
+
+namespace fak {
+namespace {
+
+constexpr const char* kFixture = "tests/fixtures/hf/qwen35-tiny";
+constexpr const char* kTokenizer = "../shared/fixtures/tokenizers/qwen3";
+
+std::vector<int32_t> Prompt(size_t n, int32_t seed) {
+  std::vector<int32_t> ids(n);
+  for (size_t i = 0; i < n; ++i) ids[i] = static_cast<int32_t>((seed * 7919 + i * 104729) % 150000);
+  return ids;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+class Hybrid : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto m = LoadModel(kFixture, LoadOptions{.quant = WeightQuant::kF32});
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    model_ = std::move(m).value().release();
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    model_ = nullptr;
+  }
+
+  std::unique_ptr<Runtime> MakeRuntime(int64_t sequences, int threads = 2) {
+    auto rt = Runtime::Create(*model_, RuntimeOptions{.max_context = 512,
+                                                      .max_sequences = sequences,
+                                                      .kv_f32 = true,
+                                                      .max_snapshots = 4,
+                                                      .backend = {.threads = threads}});
+    EXPECT_TRUE(rt.ok()) << rt.status().ToString();
+    return rt.ok() ? std::move(rt).value() : nullptr;
+  }
+
+  // Every position's logits of `ids` fed in chunks of `chunk`.
+  std::vector<float> Chunked(Runtime& rt, std::span<const int32_t> ids, size_t chunk) {
+    const size_t vocab = static_cast<size_t>(rt.vocab_size());
+    auto seq = std::move(rt.NewSequence()).value();
+    std::vector<float> out(ids.size() * vocab);
+    for (size_t i = 0; i < ids.size(); i += chunk) {
+      const size_t n = std::min(chunk, ids.size() - i);
+      SeqWork w{seq.get(), ids.subspan(i, n), true, &out[i * vocab]};
+      EXPECT_TRUE(rt.Forward(std::span(&w, 1)).ok());
+    }
+    return out;
+  }
+
+  static Model* model_;
+};
+Model* Hybrid::model_ = nullptr;
+
+TEST_F(Hybrid, ConfigAndCaches) {
+  const ModelConfig& c = model_->config;
+  EXPECT_EQ(c.arch, "qwen3_5");
+  EXPECT_EQ(std::count(c.layer_is_linear.begin(), c.layer_is_linear.end(), true), 6);
+  EXPECT_EQ(c.linear_n_key_head, 2);
+  EXPECT_EQ(c.linear_n_value_head, 4);
+  EXPECT_DOUBLE_EQ(c.rope.partial_rotary_factor, 0.25);
+  EXPECT_EQ(model_->rope_inv_freq.size(), 2u);  // 4 of 16 dims rotate
+  auto rt = MakeRuntime(1);
+  ASSERT_NE(rt, nullptr);
+  // Conv window (3 x (2*2*8 + 4*8)) and S (4 x 8 x 8) per linear layer, f32.
+  EXPECT_EQ(rt->state_bytes(), 6u * (3 * 64 + 4 * 8 * 8) * 4);
+}
+
+TEST_F(Hybrid, PrefillInAnyChunksGivesTheSameBits) {
+  auto rt = MakeRuntime(1);
+  ASSERT_NE(rt, nullptr);
+  const std::vector<int32_t> ids = Prompt(150, 1);
+  const std::vector<float> whole = Chunked(*rt, ids, ids.size());
+  for (size_t chunk : {1, 7, 64}) {
+    EXPECT_TRUE(SameBits(Chunked(*rt, ids, chunk), whole)) << "chunks of " << chunk;
+  }
+}
+
+TEST_F(Hybrid, ASequenceGetsTheSameBitsAloneAndInABatch) {
+  auto rt = MakeRuntime(4);
+  ASSERT_NE(rt, nullptr);
+  const size_t vocab = static_cast<size_t>(rt->vocab_size());
+  std::vector<std::vector<int32_t>> prompts = {Prompt(40, 2), Prompt(9, 3), Prompt(23, 4), Prompt(1, 5)};
+  std::vector<std::vector<float>> alone;
+  for (const auto& p : prompts) alone.push_back(Chunked(*rt, p, p.size()));
+  // All four in one ragged batch, then three decode steps together (each sequence's next token fixed).
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  std::vector<std::vector<float>> got(prompts.size());
+  std::vector<SeqWork> work;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    seqs.push_back(std::move(rt->NewSequence()).value());
+    got[i].resize(prompts[i].size() * vocab);
+    work.push_back({seqs[i].get(), prompts[i], true, got[i].data()});
+  }
+  ASSERT_TRUE(rt->Forward(work).ok());
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_TRUE(SameBits(got[i], alone[i])) << "prompt " << i;
+  // Decode: the batch against each sequence stepped alone.
+  std::vector<int32_t> next = {11, 22, 33, 44};
+  std::vector<std::vector<float>> step(prompts.size(), std::vector<float>(vocab));
+  work.clear();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    work.push_back({seqs[i].get(), std::span<const int32_t>(&next[i], 1), false, step[i].data()});
+  }
+  ASSERT_TRUE(rt->Forward(work).ok());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    std::vector<int32_t> ids = prompts[i];
+    ids.push_back(next[i]);
+    const std::vector<float> ref = Chunked(*rt, ids, ids.size());
+    EXPECT_EQ(std::memcmp(step[i].data(), &ref[prompts[i].size() * vocab], vocab * 4), 0) << "sequence " << i;
+  }
+}
+
+TEST_F(Hybrid, ASnapshotContinuesExactlyAndTruncationStartsOver) {
+  auto rt = MakeRuntime(2);
+  ASSERT_NE(rt, nullptr);
+  const size_t vocab = static_cast<size_t>(rt->vocab_size());
+  const std::vector<int32_t> prefix = Prompt(37, 6), suffix = Prompt(12, 7);
+  std::vector<int32_t> full = prefix;
+  full.insert(full.end(), suffix.begin(), suffix.end());
+  const std::vector<float> ref = Chunked(*rt, full, full.size());
+  const std::vector<float> want(ref.begin() + static_cast<ptrdiff_t>(prefix.size() * vocab), ref.end());
+
+  auto a = std::move(rt->NewSequence()).value();
+  SeqWork w{a.get(), prefix, false, nullptr};
+  ASSERT_TRUE(rt->Forward(std::span(&w, 1)).ok());
+  auto snap = rt->Snapshot(*a);
+  ASSERT_TRUE(snap.ok());
+  // The sequence goes on elsewhere; the snapshot keeps the state as it was.
+  const std::vector<int32_t> other = Prompt(5, 8);
+  w = {a.get(), other, false, nullptr};
+  ASSERT_TRUE(rt->Forward(std::span(&w, 1)).ok());
+  auto b = std::move(rt->NewSequence()).value();
+  rt->Restore(*b, **snap);
+  EXPECT_EQ(b->size(), static_cast<int64_t>(prefix.size()));
+  std::vector<float> got(suffix.size() * vocab);
+  w = {b.get(), suffix, true, got.data()};
+  ASSERT_TRUE(rt->Forward(std::span(&w, 1)).ok());
+  EXPECT_TRUE(SameBits(got, want));
+
+  // A recurrent state cannot be cut back: any truncation below the end starts the sequence over.
+  a->Truncate(a->size());
+  EXPECT_EQ(a->size(), static_cast<int64_t>(prefix.size() + other.size()));
+  a->Truncate(10);
+  EXPECT_EQ(a->size(), 0);
+  std::vector<float> again(full.size() * vocab);
+  w = {a.get(), full, true, again.data()};
+  ASSERT_TRUE(rt->Forward(std::span(&w, 1)).ok());
+  EXPECT_TRUE(SameBits(again, ref));
+}
+
+TEST_F(Hybrid, PrefixCacheHitsOnlyWhereAStateWasKept) {
+  auto rt = MakeRuntime(2);
+  ASSERT_NE(rt, nullptr);
+  const size_t vocab = static_cast<size_t>(rt->vocab_size());
+  PrefixCache cache(*rt);
+  const std::vector<int32_t> preamble = Prompt(48, 9), task = Prompt(6, 10);
+  auto a = std::move(rt->NewSequence()).value();
+  SeqWork w{a.get(), preamble, false, nullptr};
+  ASSERT_TRUE(rt->Forward(std::span(&w, 1)).ok());
+  ASSERT_TRUE(cache.Insert(*a).ok());
+  std::vector<int32_t> full = preamble;
+  full.insert(full.end(), task.begin(), task.end());
+  // A longer prompt hits the whole entry; one that ends inside it cannot use it (no state there).
+  EXPECT_EQ(cache.MatchLength(full, static_cast<int64_t>(full.size()) - 1), 48);
+  EXPECT_EQ(cache.MatchLength(std::span<const int32_t>(full).first(30), 29), 0);
+  auto b = std::move(rt->NewSequence()).value();
+  ASSERT_EQ(cache.Restore(full, static_cast<int64_t>(full.size()) - 1, *b), 48);
+  std::vector<float> got(task.size() * vocab);
+  w = {b.get(), task, true, got.data()};
+  ASSERT_TRUE(rt->Forward(std::span(&w, 1)).ok());
+  const std::vector<float> ref = Chunked(*rt, full, full.size());
+  EXPECT_TRUE(SameBits(got, std::vector<float>(ref.begin() + 48 * static_cast<ptrdiff_t>(vocab), ref.end())));
+}
+
+TEST(HybridGguf, FakWritesAFileThatLoadsToTheSameModel) {
+  const std::string out = (std::filesystem::temp_directory_path() / "fak-qwen35-tiny-f32.gguf").string();
+  convert::QuantizeOptions o{
+      .input = kFixture, .output = out, .type = "f32", .threads = 2, .tokenizer = kTokenizer};
+  auto report = convert::QuantizeModel(o);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  auto gguf = GgufFile::Open(out);
+  ASSERT_TRUE(gguf.ok());
+  EXPECT_EQ(*gguf->GetString("general.architecture"), "qwen35");
+  EXPECT_EQ(*gguf->GetUint("qwen35.ssm.group_count"), 2u);
+  EXPECT_EQ(*gguf->GetUint("qwen35.ssm.time_step_rank"), 4u);
+  EXPECT_EQ(*gguf->GetUint("qwen35.rope.dimension_count"), 4u);
+  auto hf = LoadModel(kFixture, LoadOptions{.quant = WeightQuant::kF32});
+  auto gg = LoadModel(out, LoadOptions{.quant = WeightQuant::kF32});
+  ASSERT_TRUE(hf.ok() && gg.ok()) << (gg.ok() ? hf.status() : gg.status()).ToString();
+  EXPECT_EQ((*gg)->config.layer_is_linear, (*hf)->config.layer_is_linear);
+  // Every weight, value for value (the HF side mapped at load, the GGUF side as fak wrote it).
+  for (const auto& [name, w] : (*hf)->weights) {
+    const Weight& g = (*gg)->Get(name);
+    ASSERT_TRUE(g.present()) << name;
+    ASSERT_EQ(g.rows, w.rows) << name;
+    ASSERT_EQ(g.cols, w.cols) << name;
+    if (!w.packed && !g.packed) {
+      EXPECT_EQ(std::memcmp(w.data, g.data, static_cast<size_t>(w.rows) * w.row_bytes), 0) << name;
+    }
+  }
+  auto run = [](const Model& m, const std::vector<int32_t>& ids) {
+    auto rt =
+        Runtime::Create(m, RuntimeOptions{.max_context = 256, .kv_f32 = true, .backend = {.threads = 2}});
+    EXPECT_TRUE(rt.ok());
+    auto seq = std::move((*rt)->NewSequence()).value();
+    std::vector<float> logits(ids.size() * static_cast<size_t>(m.config.vocab_size));
+    SeqWork w{seq.get(), ids, true, logits.data()};
+    EXPECT_TRUE((*rt)->Forward(std::span(&w, 1)).ok());
+    return logits;
+  };
+  const std::vector<int32_t> ids = Prompt(20, 11);
+  EXPECT_TRUE(SameBits(run(**hf, ids), run(**gg, ids)));
+  std::filesystem::remove(out);
+}
+
+TEST(HybridGguf, SynthWritesAQuantizedHybridThatRuns) {
+  const std::string out = (std::filesystem::temp_directory_path() / "fak-tiny-hybrid-q8_0.gguf").string();
+  auto report = convert::Synthesize(convert::SynthOptions{
+      .geometry = "tiny-hybrid", .type = "q8_0", .output = out, .tokenizer = kTokenizer});
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  auto m = LoadModel(out);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ((*m)->config.arch, "qwen3_5");
+  EXPECT_EQ((*m)->Get("blk.0.attn_qkv.weight").type, GgmlType::kQ8_0);
+  EXPECT_EQ((*m)->Get("blk.0.ssm_conv1d.weight").type, GgmlType::kF32);
+  auto rt = Runtime::Create(**m, RuntimeOptions{.max_context = 128, .backend = {.threads = 2}});
+  ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+  auto seq = std::move((*rt)->NewSequence()).value();
+  const std::vector<int32_t> ids = Prompt(30, 12);
+  std::vector<float> logits(static_cast<size_t>((*m)->config.vocab_size));
+  SeqWork w{seq.get(), ids, false, logits.data()};
+  EXPECT_TRUE((*rt)->Forward(std::span(&w, 1)).ok());  // non-finite logits would fail here
+  std::filesystem::remove(out);
+}
+
+}  // namespace
+}  // namespace fak
