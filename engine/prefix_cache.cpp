@@ -18,6 +18,27 @@ PrefixCache::PrefixCache(Runtime& runtime) : rt_(runtime), root_(std::make_uniqu
 
 PrefixCache::~PrefixCache() = default;
 
+int64_t PrefixCache::SharedLength(std::span<const int32_t> tokens, int64_t max_tokens) const {
+  const int64_t limit = std::min<int64_t>(max_tokens, static_cast<int64_t>(tokens.size()));
+  const Node* node = root_.get();
+  int64_t i = 0;
+  while (i < limit) {
+    auto it = node->children.find(tokens[static_cast<size_t>(i)]);
+    if (it == node->children.end()) break;
+    const Node* child = it->second.get();
+    const int64_t edge = static_cast<int64_t>(child->edge.size());
+    int64_t k = 0;
+    while (k < edge && i + k < limit &&
+           child->edge[static_cast<size_t>(k)] == tokens[static_cast<size_t>(i + k)]) {
+      ++k;
+    }
+    i += k;
+    if (k < edge) break;
+    node = child;
+  }
+  return i;
+}
+
 PrefixCache::Node* PrefixCache::Walk(std::span<const int32_t> tokens, int64_t max_tokens,
                                      int64_t* matched) const {
   const int64_t limit = std::min<int64_t>(max_tokens, static_cast<int64_t>(tokens.size()));
@@ -83,6 +104,17 @@ Status PrefixCache::Insert(const Sequence& seq, bool pinned) {
   const std::vector<int32_t>& t = seq.tokens();
   const int64_t n = static_cast<int64_t>(t.size());
   if (n == 0) return Status::Ok();
+  // A snapshot of a recurrent model takes a state slot: when they are used up, the least recently
+  // used unpinned entry gives its slot (before the tree is touched, so eviction cannot prune the path).
+  while (rt_.state_bytes() > 0 && rt_.free_state_slots() == 0 && MatchLength(t, n) < n) {
+    Node* victim = nullptr;
+    for (Node* e : entries_) {
+      if (!e->pinned && (victim == nullptr || e->used < victim->used)) victim = e;
+    }
+    if (victim == nullptr) break;
+    Evict(victim);
+    ++stats_.evictions;
+  }
   Node* node = root_.get();
   int64_t i = 0;
   while (i < n) {

@@ -51,10 +51,13 @@ class PrefixCache {
   void RecordLookup(int64_t asked, int64_t hit);
   // The length Restore would give, without restoring or counting a lookup.
   int64_t MatchLength(std::span<const int32_t> tokens, int64_t max_tokens) const;
+  // How many leading tokens (at most max_tokens) lie on a path of the tree, whether or not an entry
+  // ends there (equal to MatchLength without recurrent state).
+  int64_t SharedLength(std::span<const int32_t> tokens, int64_t max_tokens) const;
 
   // Keeps seq's context (its tokens()) as an entry; pinned entries are never evicted. An entry for
-  // the same tokens is kept as it is (pinning it if asked). Fails only when the runtime cannot take
-  // another snapshot (recurrent-state slots are used up).
+  // the same tokens is kept as it is (pinning it if asked). When the runtime's recurrent-state slots
+  // are used up, least-recently-used unpinned entries make room; fails when none is left to evict.
   Status Insert(const Sequence& seq, bool pinned = false);
 
   // Evicts least-recently-used unpinned entries until the pool has `pages` free pages or nothing is

@@ -118,6 +118,8 @@ class Runtime {
   int64_t vocab_size() const { return model_.config.vocab_size; }
   // Bytes of recurrent state per sequence (0 when every layer keeps KV pages).
   size_t state_bytes() const { return state_bytes_; }
+  // Recurrent-state slots not held by a sequence or a snapshot.
+  int64_t free_state_slots() const { return static_cast<int64_t>(free_slots_.size()); }
 
  private:
   friend class Sequence;

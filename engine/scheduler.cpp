@@ -17,7 +17,10 @@ struct Scheduler::Job {
   std::unique_ptr<Sequence> seq;
   std::unique_ptr<RequestDecoder> decoder;
   std::vector<float> logits;
-  int64_t cached = 0;     // prompt positions restored from the cache
+  int64_t cached = 0;  // prompt positions restored from the cache
+  // Recurrent-state models: the prompt position where prefill pauses to keep a cache entry (a pinned
+  // prefix, or where the prompt leaves a path other prompts took); 0: none.
+  int64_t keep_at = 0;
   int64_t steps = 0;      // tokens sampled
   bool decoding = false;  // the prompt is in; next_token() is the token to run
   int32_t next = -1;
@@ -220,6 +223,15 @@ void Scheduler::Admit() {
       break;
     }
     if (options_.prefix_cache) cache_.RecordLookup(n, job.cached);
+    // A recurrent state exists only where a prefill stopped, so a prefix other prompts will share
+    // must be kept as the prefill passes it: the pinned prefix, or the point where this prompt leaves
+    // a path other prompts took (the next prompt that shares it then starts there).
+    if (options_.prefix_cache && rt_.state_bytes() > 0) {
+      const int64_t shared = cache_.SharedLength(job.req.prompt, n - 1);
+      job.keep_at = job.req.pin_tokens > job.cached && job.req.pin_tokens < n ? job.req.pin_tokens
+                    : shared > job.cached                                     ? shared
+                                                                              : 0;
+    }
     job.decoder = std::make_unique<RequestDecoder>(tokenizer_, eos_ids_, job.req.sampling, job.req.limits,
                                                    job.req.prompt);
     job.logits.resize(static_cast<size_t>(vocab));
@@ -309,7 +321,8 @@ void Scheduler::StepOnce() {
     if (a->decoding || budget <= 0) continue;
     const int64_t n = static_cast<int64_t>(a->req.prompt.size());
     const int64_t at = a->seq->size();
-    const int64_t chunk = std::min(n - at, budget);
+    int64_t chunk = std::min(n - at, budget);
+    if (a->keep_at > at) chunk = std::min(chunk, a->keep_at - at);  // stop where an entry is kept
     const bool last = at + chunk == n;
     work_.push_back(
         {a->seq.get(),
@@ -327,11 +340,14 @@ void Scheduler::StepOnce() {
   }
   for (Job* j : in_batch) {
     const int64_t n = static_cast<int64_t>(j->req.prompt.size());
+    if (!j->decoding && j->keep_at > 0 && j->seq->size() == j->keep_at) {
+      (void)cache_.Insert(*j->seq, j->keep_at == j->req.pin_tokens);
+    }
     if (!j->decoding && j->seq->size() < n) continue;  // more prompt to come
     if (!j->decoding) {
       // The prompt is in: cache it (pinned if asked) before anything is generated.
       if (options_.prefix_cache) {
-        if (j->req.pin_tokens > 0) {
+        if (j->req.pin_tokens > 0 && rt_.state_bytes() == 0) {  // recurrent models kept it at keep_at
           auto tmp = rt_.NewSequence();
           if (tmp.ok()) {
             (*tmp)->Adopt(*j->seq, j->req.pin_tokens);

@@ -13,7 +13,9 @@
 #include "engine/model.h"
 #include "engine/prefix_cache.h"
 #include "engine/runtime.h"
+#include "engine/scheduler.h"
 #include "formats/gguf.h"
+#include "tokenizer/loader.h"
 
 namespace fak {
 namespace {
@@ -188,6 +190,69 @@ TEST_F(Hybrid, PrefixCacheHitsOnlyWhereAStateWasKept) {
   ASSERT_TRUE(rt->Forward(std::span(&w, 1)).ok());
   const std::vector<float> ref = Chunked(*rt, full, full.size());
   EXPECT_TRUE(SameBits(got, std::vector<float>(ref.begin() + 48 * static_cast<ptrdiff_t>(vocab), ref.end())));
+}
+
+// A fleet of agents with one preamble through the scheduler: the second request keeps a state where
+// its prompt leaves the first one's path, every later one starts there, and all of them decode the
+// tokens and log-probabilities they decode alone with no cache.
+TEST_F(Hybrid, AgentsAfterTheSecondSkipTheSharedPreambleAndDecodeAsAlone) {
+  auto tok = LoadTokenizer(kTokenizer);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  const std::vector<int32_t> preamble = Prompt(41, 13);
+  std::vector<GenerationRequest> reqs;
+  for (int32_t i = 0; i < 6; ++i) {
+    GenerationRequest r;
+    r.prompt = preamble;
+    for (int32_t t : Prompt(3 + static_cast<size_t>(i) * 2, 100 + i)) r.prompt.push_back(t);
+    r.limits.max_tokens = 6;
+    r.limits.ignore_eos = true;
+    r.sampling.temperature = i % 2 == 0 ? 0.0f : 0.8f;
+    r.sampling.seed = 7 + static_cast<uint64_t>(i);
+    r.top_logprobs = 0;
+    reqs.push_back(std::move(r));
+  }
+  struct Out {
+    std::vector<int32_t> ids;
+    std::vector<float> logprobs;
+    int64_t cached = 0;
+  };
+  auto drain = [](RequestHandle& h) {
+    Out o;
+    while (true) {
+      RequestDelta d = h.Take(std::chrono::milliseconds(5000));
+      for (const auto& t : d.tokens) {
+        o.ids.push_back(t.id);
+        o.logprobs.push_back(t.logprob);
+      }
+      if (d.finished) {
+        EXPECT_TRUE(d.error.ok()) << d.error.ToString();
+        o.cached = d.usage.cached_tokens;
+        return o;
+      }
+    }
+  };
+  std::vector<Out> alone;
+  {
+    auto rt = MakeRuntime(1);
+    Scheduler s(*rt, *tok, {}, SchedulerOptions{.max_active = 1, .prefix_cache = false});
+    for (const auto& r : reqs) alone.push_back(drain(**s.Submit(r)));
+  }
+  auto rt = MakeRuntime(4);
+  Scheduler s(*rt, *tok, {}, SchedulerOptions{.max_active = 4, .step_tokens = 16, .min_prefill = 4});
+  std::vector<Out> got;
+  got.push_back(drain(**s.Submit(reqs[0])));
+  got.push_back(drain(**s.Submit(reqs[1])));
+  std::vector<std::shared_ptr<RequestHandle>> hs;
+  for (size_t i = 2; i < reqs.size(); ++i) hs.push_back(*s.Submit(reqs[i]));
+  for (auto& h : hs) got.push_back(drain(*h));
+  EXPECT_EQ(got[0].cached, 0);
+  EXPECT_EQ(got[1].cached, 0);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    SCOPED_TRACE(i);
+    if (i >= 2) EXPECT_EQ(got[i].cached, static_cast<int64_t>(preamble.size()));
+    EXPECT_EQ(got[i].ids, alone[i].ids);
+    EXPECT_EQ(got[i].logprobs, alone[i].logprobs);  // bit for bit
+  }
 }
 
 TEST(HybridGguf, FakWritesAFileThatLoadsToTheSameModel) {
