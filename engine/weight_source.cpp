@@ -152,16 +152,18 @@ Status ReadCanonicalRow(const SourceTensor& t, int64_t r, int64_t cols, float* o
   const SourceTransform* tf = t.transform.get();
   const int64_t stored = tf != nullptr && !tf->row_from.empty() ? tf->row_from[static_cast<size_t>(r)] : r;
   const auto row_bytes = GgmlRowBytes(t.type, static_cast<uint64_t>(cols));
-  if (!row_bytes)
+  if (!row_bytes) {
     return Internal("tensor '{}': rows of {} do not fit {}", t.name, cols, GgmlTypeName(t.type));
+  }
   const uint8_t* src = t.data + static_cast<uint64_t>(stored) * *row_bytes;
   if (tf == nullptr || tf->col_from.empty()) {
     FAK_RETURN_IF_ERROR(DequantizeRow(t.type, src, out, cols));
   } else {
     scratch.resize(static_cast<size_t>(cols));
     FAK_RETURN_IF_ERROR(DequantizeRow(t.type, src, scratch.data(), cols));
-    for (int64_t c = 0; c < cols; ++c)
+    for (int64_t c = 0; c < cols; ++c) {
       out[c] = scratch[static_cast<size_t>(tf->col_from[static_cast<size_t>(c)])];
+    }
   }
   if (tf != nullptr && tf->value == SourceTransform::kAddOne) {
     for (int64_t c = 0; c < cols; ++c) out[c] += 1.0f;

@@ -170,8 +170,9 @@ Status HybridHfTransform(const ModelConfig& c, SourceTensor& t) {
     };
     auto cols = [&](int64_t count, int64_t size) {
       tf->col_from.resize(static_cast<size_t>(count));
-      for (int64_t u = 0; u < count; ++u)
+      for (int64_t u = 0; u < count; ++u) {
         tf->col_from[static_cast<size_t>(u)] = GroupedIndex(u, size, nk, per_k);
+      }
     };
     if (is(kQkv) || is(kConv)) rows(key, nv * dv, dv);  // only the value rows/channels move
     if (is(kZ)) rows(0, nv * dv, dv);
@@ -203,8 +204,9 @@ class Hybrid final : public ArchInstance {
     FAK_ASSIGN_OR_RETURN(embd_, be_.BindEmbedding(m.Get(kEmbd), m.embd_as));
     FAK_ASSIGN_OR_RETURN(out_norm_, be_.BindVector(m.Get(kOutNorm)));
     FAK_ASSIGN_OR_RETURN(out_, be_.BindMatrix(m.Get(kOut)));
-    if (embd_.cols != c_.d_model || out_.rows != c_.vocab_size)
+    if (embd_.cols != c_.d_model || out_.rows != c_.vocab_size) {
       return Internal("embedding/output shapes disagree");
+    }
     layers_.resize(static_cast<size_t>(c_.n_layer));
     size_t state_offset = 0;
     int64_t kv_layer = 0;
