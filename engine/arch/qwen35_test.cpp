@@ -267,6 +267,10 @@ TEST(HybridGguf, FakWritesAFileThatLoadsToTheSameModel) {
   EXPECT_EQ(*gguf->GetUint("qwen35.ssm.group_count"), 2u);
   EXPECT_EQ(*gguf->GetUint("qwen35.ssm.time_step_rank"), 4u);
   EXPECT_EQ(*gguf->GetUint("qwen35.rope.dimension_count"), 4u);
+  // llama.cpp's convolution reads its kernel as f32 whatever the file type.
+  ASSERT_NE(gguf->FindTensor("blk.0.ssm_conv1d.weight"), nullptr);
+  EXPECT_EQ(gguf->FindTensor("blk.0.ssm_conv1d.weight")->type, GgmlType::kF32);
+  EXPECT_EQ(gguf->FindTensor("blk.0.ssm_conv1d.weight")->shape, (std::vector<uint64_t>{4, 64}));
   auto hf = LoadModel(kFixture, LoadOptions{.quant = WeightQuant::kF32});
   auto gg = LoadModel(out, LoadOptions{.quant = WeightQuant::kF32});
   ASSERT_TRUE(hf.ok() && gg.ok()) << (gg.ok() ? hf.status() : gg.status()).ToString();

@@ -47,6 +47,7 @@ GgufWriter::Producer WithProgress(const TensorProgress& progress, size_t i, size
 struct TensorRoles {
   bool output = false;
   bool more_bits = false;
+  bool f32 = false;  // a table an op reads whole (a convolution kernel): always f32, as llama.cpp wants it
 };
 
 // Adds `t` converted to the type the file type's rule gives it. `source_row` maps an output row to
@@ -61,6 +62,7 @@ Status AddConverted(GgufWriter& w, ThreadPool& pool, FileType ft, const Tensor& 
   GgmlType target = TensorTypeFor(ft, desc);
   if (!IsQuantizable(desc) && (t.shape.size() > 1 || !CanDequantize(t.type)))
     target = t.type;  // copied as is
+  if (roles.f32 && CanDequantize(t.type)) target = GgmlType::kF32;
   report.parameters += Elements(t.shape);
   ++report.tensors;
   if (target == t.type && !source_row && t.transform == nullptr) {
@@ -146,7 +148,9 @@ Status GgufToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, ThreadPool& 
   std::map<std::string, TensorRoles> roles;
   if (auto c = ConfigFromGguf(in); c.ok() && FindArchitecture(c->arch) != nullptr) {
     c->tied_embeddings = in.FindTensor("output.weight") == nullptr;
-    for (const PlannedTensor& p : PlanTensors(*c)) roles[p.name] = {p.output, p.more_bits};
+    for (const PlannedTensor& p : PlanTensors(*c)) {
+      roles[p.name] = {p.output, p.more_bits, p.kind == TensorKind::kTable};
+    }
   } else {
     const bool tied = in.FindTensor("output.weight") == nullptr;
     roles["output.weight"] = {true, false};
@@ -207,7 +211,8 @@ Status HfToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, ThreadPool& po
     if (c.arch == "llama" && p.rope_rows) perm = [hd](int64_t r) { return LlamaPermutedSourceRow(r, hd); };
     FAK_RETURN_IF_ERROR(AddConverted(
         w, pool, ft.type, Tensor{p.name, st->shape, st->type, st->data, st->n_bytes, st->transform},
-        c.n_layer, TensorRoles{p.output, p.more_bits}, perm, o.progress, i, plan.size(), report));
+        c.n_layer, TensorRoles{p.output, p.more_bits, p.kind == TensorKind::kTable}, perm, o.progress, i,
+        plan.size(), report));
   }
   return w.Write(o.output);
 }
