@@ -62,5 +62,10 @@ echo "== constrained output (random JSON schemas, tool calls) through the openai
 build/venv/bin/python tests/python/constrained_test.py build/apps/fak/fak || rc=1
 build/venv/bin/python tests/python/constrained_test.py build/apps/fak/fak --schemas 60 \
   --model models/qwen3-20m/qwen3-20m-q8_0.gguf || rc=1
-[ ${#failed[@]} -gt 0 ] && exit 1
+# The verdict last, where a log's tail shows it.
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "== failed steps: ${failed[*]}"
+  exit 1
+fi
+[ "$rc" -ne 0 ] && echo "== the release tests or a client test failed"
 exit $rc
