@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <unordered_map>
 #include <vector>
 
@@ -194,7 +195,16 @@ class CpuBackend final : public Backend {
     if (slot_bytes == 0 || n_slots <= 0) return InvalidArgument("state store with no slots");
     StateStore s;
     s.slot_bytes = slot_bytes;
-    s.data.assign(slot_bytes * static_cast<size_t>(n_slots), 0);
+    const size_t total = slot_bytes * static_cast<size_t>(n_slots);
+    if (total / static_cast<size_t>(n_slots) != slot_bytes || total > (size_t{1} << 40)) {
+      return OutOfRange("{} recurrent-state slots of {} bytes do not fit in memory", n_slots, slot_bytes);
+    }
+    try {
+      s.data.assign(total, 0);
+    } catch (const std::bad_alloc&) {
+      return OutOfRange("cannot allocate {} recurrent-state slots of {:.1f} MiB", n_slots,
+                        static_cast<double>(slot_bytes) / 1048576.0);
+    }
     states_.push_back(std::move(s));
     return static_cast<int32_t>(states_.size() - 1);
   }
