@@ -21,6 +21,15 @@ void L2Normalize(float* x, int64_t n, float eps) {
 
 }  // namespace
 
+// The update loops run across a head's v_dim lanes with one multiply and one add per element in a
+// fixed order (no contraction: fak_cpu builds with -ffp-contract=off), so the wider clones give the
+// scalar build's bits.
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define FAK_DELTA_NET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define FAK_DELTA_NET_CLONES
+#endif
+
 void DeltaNetConvChannels(const DeltaNetSpec& s, float* x, int64_t n, const float* w, float* window,
                           int64_t c0, int64_t c1) {
   const int64_t cd = s.conv_dim(), hist = s.conv_kernel - 1;
@@ -42,8 +51,9 @@ void DeltaNetConvChannels(const DeltaNetSpec& s, float* x, int64_t n, const floa
   }
 }
 
-void DeltaNetHead(const DeltaNetSpec& s, int64_t h, const float* x, const float* b, const float* a, int64_t n,
-                  float ssm_a, float dt_bias, float* state, float* out, float* scratch) {
+FAK_DELTA_NET_CLONES void DeltaNetHead(const DeltaNetSpec& s, int64_t h, const float* x, const float* b,
+                                       const float* a, int64_t n, float ssm_a, float dt_bias, float* state,
+                                       float* out, float* scratch) {
   const int64_t dk = s.k_dim, dv = s.v_dim, cd = s.conv_dim(), kh = h % s.n_k_head;
   float* q = scratch;
   float* k = q + dk;
