@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA backend's tests and benchmarks, for a machine with an NVIDIA GPU (docs/bench/gpu.md).
 #
-#   scripts/test-cuda.sh pack   on the build machine: builds, then gathers into .cuda-run/ the fak
+#   scripts/test-cuda.sh pack   on the build machine: builds (in $FAK_CUDA_BUILD, default build/), then
+#                               gathers into .cuda-run/ the fak
 #                               binary, the CUDA test binary, the shared libraries they load that a bare
 #                               GPU machine lacks, and the llama.cpp fixtures the tests read.
 #   scripts/test-cuda.sh run    on the GPU machine, from the repository root (with .cuda-run/ beside):
@@ -14,12 +15,13 @@ cd "$(dirname "$0")/.."
 pack=.cuda-run
 case "${1:-}" in
   pack)
-    ninja -C build fak cuda_backend_test || exit 1
+    build=${FAK_CUDA_BUILD:-build}  # a build tree configured with the CUDA backend
+    ninja -C "$build" fak cuda_backend_test || exit 1
     rm -rf "$pack" && mkdir -p "$pack/bin" "$pack/lib" "$pack/shared/fixtures/llamacpp-tiny"
-    cp build/apps/fak/fak build/backends/cuda/cuda_backend_test "$pack/bin/"
+    cp "$build/apps/fak/fak" "$build/backends/cuda/cuda_backend_test" "$pack/bin/"
     strip -s "$pack"/bin/*  # the working tree that travels to the GPU machine is limited in size
     gzip -9 "$pack"/bin/*
-    for bin in build/apps/fak/fak build/backends/cuda/cuda_backend_test; do
+    for bin in "$build/apps/fak/fak" "$build/backends/cuda/cuda_backend_test"; do
       ldd "$bin" | awk '$3 ~ /^\// {print $3}'
     done | sort -u | grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' | xargs -r cp -L -t "$pack/lib/"
     cp ../shared/fixtures/llamacpp-tiny/tiny-llama-q4_k_m.gguf "$pack/shared/fixtures/llamacpp-tiny/"

@@ -124,14 +124,14 @@ class CudaBackend final : public Backend {
   }
 
   Result<BoundWeight> BindVector(const Weight& w) override {
-    if (!w.present() || w.type != GgmlType::kF32 || w.rows != 1) {
-      return InvalidArgument("a vector weight must be f32 with one row");
+    if (!w.present() || w.type != GgmlType::kF32 || w.packed) {
+      return InvalidArgument("a vector weight must be f32 rows");
     }
-    FAK_ASSIGN_OR_RETURN(void* p, DeviceAlloc(static_cast<size_t>(w.cols) * 4, "a vector weight"));
+    const size_t bytes = static_cast<size_t>(w.rows * w.cols) * 4;
+    FAK_ASSIGN_OR_RETURN(void* p, DeviceAlloc(bytes, "a vector weight"));
     vectors_.push_back(static_cast<float*>(p));
-    FAK_RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpy(p, w.data, static_cast<size_t>(w.cols) * 4, cudaMemcpyHostToDevice), "vector upload"));
-    return BoundWeight{static_cast<int32_t>(vectors_.size() - 1), 1, w.cols};
+    FAK_RETURN_IF_ERROR(CudaStatus(cudaMemcpy(p, w.data, bytes, cudaMemcpyHostToDevice), "vector upload"));
+    return BoundWeight{static_cast<int32_t>(vectors_.size() - 1), w.rows, w.cols};
   }
 
   Result<BoundWeight> BindEmbedding(const Weight& table, GgmlType as_type) override {
@@ -148,20 +148,90 @@ class CudaBackend final : public Backend {
     return static_cast<int32_t>(ropes_.size() - 1);
   }
 
-  // The hybrid architecture's ops are CPU-only for now: binding its layers fails here, so none of
-  // the calls below is ever queued.
-  Result<int32_t> BindDeltaNet(const DeltaNetSpec&) override {
-    return Unsupported(
-        "the CUDA backend has no Gated-DeltaNet kernels yet; run hybrid models with --backend cpu");
+  Result<int32_t> BindDeltaNet(const DeltaNetSpec& d) override {
+    if (d.n_k_head <= 0 || d.n_v_head <= 0 || d.k_dim <= 0 || d.v_dim <= 0 || d.n_v_head % d.n_k_head != 0) {
+      return InvalidArgument("Gated-DeltaNet geometry: {} key and {} value heads of {} and {}", d.n_k_head,
+                             d.n_v_head, d.k_dim, d.v_dim);
+    }
+    if (d.conv_kernel < 1 || d.conv_kernel > 16 || d.v_dim > 1024 || d.k_dim > 4096) {
+      return Unsupported(
+          "CUDA: Gated-DeltaNet convolution width {} or head dims {} x {} (fak runs widths to 16, "
+          "value heads to 1024)",
+          d.conv_kernel, d.k_dim, d.v_dim);
+    }
+    delta_nets_.push_back(d);
+    return static_cast<int32_t>(delta_nets_.size() - 1);
   }
-  void SigmoidMul(Tensor, Tensor) override { Fail(Unsupported("CUDA: SigmoidMul")); }
-  void SplitHeads(Tensor, int64_t, Tensor, Tensor) override { Fail(Unsupported("CUDA: SplitHeads")); }
-  void GatedRmsNorm(Tensor, BoundWeight, Tensor, float) override { Fail(Unsupported("CUDA: GatedRmsNorm")); }
-  void DeltaNetConv(int32_t, int32_t, Tensor, BoundWeight) override {
-    Fail(Unsupported("CUDA: DeltaNetConv"));
+
+  void SigmoidMul(Tensor x, Tensor g) override {
+    if (!error_.ok()) return;
+    FlushRopes();
+    float* xs = x.data;
+    const float* gs = g.data;
+    const int64_t n = x.rows * x.cols;
+    Queue("SigmoidMul", {U(xs), U(gs), U(n)},
+          [=](cudaStream_t s) { return fak::cuda::SigmoidMul(xs, gs, n, s); });
+    Written(x);
   }
-  void DeltaNetRule(int32_t, int32_t, Tensor, Tensor, Tensor, BoundWeight, BoundWeight, Tensor) override {
-    Fail(Unsupported("CUDA: DeltaNetRule"));
+
+  void SplitHeads(Tensor x, int64_t head_dim, Tensor a, Tensor b) override {
+    if (!error_.ok()) return;
+    FlushRopes();
+    const float* xs = x.data;
+    float* as = a.data;
+    float* bs = b.data;
+    const int64_t heads = x.rows * x.cols / (2 * head_dim);
+    Queue("SplitHeads", {U(xs), U(heads), U(head_dim), U(as), U(bs)},
+          [=](cudaStream_t s) { return fak::cuda::SplitHeads(xs, heads, head_dim, as, bs, s); });
+    Written(a);
+    Written(b);
+  }
+
+  void GatedRmsNorm(Tensor x, BoundWeight w, Tensor z, float eps) override {
+    if (!error_.ok()) return;
+    FlushRopes();
+    float* xs = x.data;
+    const float* wv = vectors_[static_cast<size_t>(w.id)];
+    const float* zs = z.data;
+    const int64_t rows = x.rows, cols = x.cols;
+    uint32_t eps_bits;
+    std::memcpy(&eps_bits, &eps, 4);
+    Queue("GatedRmsNorm", {U(xs), U(wv), U(zs), U(rows), U(cols), eps_bits},
+          [=](cudaStream_t s) { return fak::cuda::GatedRmsNorm(xs, wv, zs, rows, cols, eps, s); });
+    Written(x);
+  }
+
+  void DeltaNetConv(int32_t states, int32_t dn, Tensor x, BoundWeight conv) override {
+    if (!error_.ok()) return;
+    FlushRopes();
+    const DeltaNetDevice d = DeviceDeltaNet(states, dn);
+    float* xs = x.data;
+    const float* w = vectors_[static_cast<size_t>(conv.id)];
+    const int32_t* seqs = seqs_dev_;
+    const int64_t n_seqs = n_seqs_;
+    Queue("DeltaNetConv", {U(xs), U(w), U(d.states), U(d.conv_offset), U(seqs), U(n_seqs)},
+          [=](cudaStream_t s) { return fak::cuda::DeltaNetConv(xs, w, d, seqs, n_seqs, s); });
+    Written(x);
+  }
+
+  void DeltaNetRule(int32_t states, int32_t dn, Tensor x, Tensor b, Tensor a, BoundWeight ssm_a,
+                    BoundWeight dt_bias, Tensor out) override {
+    if (!error_.ok()) return;
+    FlushRopes();
+    const DeltaNetDevice d = DeviceDeltaNet(states, dn);
+    const float* xs = x.data;
+    const float* bs = b.data;
+    const float* as = a.data;
+    const float* av = vectors_[static_cast<size_t>(ssm_a.id)];
+    const float* dtv = vectors_[static_cast<size_t>(dt_bias.id)];
+    float* os = out.data;
+    const int32_t* seqs = seqs_dev_;
+    const int64_t n_seqs = n_seqs_;
+    Queue(
+        "DeltaNetRule",
+        {U(xs), U(bs), U(as), U(av), U(dtv), U(d.states), U(d.rule_offset), U(seqs), U(n_seqs), U(os)},
+        [=](cudaStream_t s) { return fak::cuda::DeltaNetRule(xs, bs, as, av, dtv, d, seqs, n_seqs, os, s); });
+    Written(out);
   }
 
   Result<Tensor> Alloc(int64_t rows, int64_t cols) override { return acts_.Alloc(rows, cols, stream_); }
@@ -238,6 +308,19 @@ class CudaBackend final : public Backend {
     size_t need = 0;
     for (const auto* a : {&b.positions, &b.row_seq, &b.page_begin, &b.out_rows, &b.pages})
       need += Align(a->size() * 4);
+    // Each sequence's (first row, rows, state slot), for the recurrent layers.
+    seqs_host_.clear();
+    if (!b.state_slot.empty()) {
+      for (size_t r = 0; r < b.row_seq.size(); ++r) {
+        if (r == 0 || b.row_seq[r] != b.row_seq[r - 1]) {
+          const int32_t slot = b.state_slot[static_cast<size_t>(b.row_seq[r])];
+          seqs_host_.insert(seqs_host_.end(), {static_cast<int32_t>(r), 0, slot});
+        }
+        ++seqs_host_[seqs_host_.size() - 2];
+      }
+    }
+    n_seqs_ = static_cast<int64_t>(seqs_host_.size() / 3);
+    need += Align(seqs_host_.size() * 4);
     for (const RopeSpec& r : ropes_) need += Align(static_cast<size_t>(n_rows_) * r.inv_freq.size() * 2 * 4);
     need += Align(static_cast<size_t>(n_rows_ * max_embed_cols_) * 4);
     if (!Reserve(up_, need, true)) return;
@@ -246,6 +329,7 @@ class CudaBackend final : public Backend {
     batch_.row_seq = Stage(b.row_seq);
     batch_.page_begin = Stage(b.page_begin);
     out_rows_dev_ = Stage(b.out_rows);
+    seqs_dev_ = Stage(std::span<const int32_t>(seqs_host_));
     rope_tables_.clear();
     for (const RopeSpec& r : ropes_) {
       const size_t half = r.inv_freq.size();
@@ -621,6 +705,24 @@ class CudaBackend final : public Backend {
     return dev;
   }
 
+  DeltaNetDevice DeviceDeltaNet(int32_t states, int32_t dn) const {
+    const DeltaNetSpec& spec = delta_nets_[static_cast<size_t>(dn)];
+    const States& st = states_[static_cast<size_t>(states)];
+    DeltaNetDevice d;
+    d.states = st.data;
+    d.slot_bytes = st.slot_bytes;
+    d.conv_offset = spec.state_offset;
+    d.rule_offset = spec.state_offset + spec.ConvStateBytes();
+    d.n_k_head = spec.n_k_head;
+    d.n_v_head = spec.n_v_head;
+    d.k_dim = spec.k_dim;
+    d.v_dim = spec.v_dim;
+    d.conv_dim = spec.conv_dim();
+    d.conv_kernel = static_cast<int>(spec.conv_kernel);
+    d.eps = spec.eps;
+    return d;
+  }
+
   bool ShadowSlot(const Tensor& t, Q8Act* s) { return acts_.ShadowSlot(t, s); }
   void Shadowed(const Tensor& t) { acts_.Shadowed(t); }
   void Written(const Tensor& t) { acts_.Written(t); }
@@ -658,6 +760,10 @@ class CudaBackend final : public Backend {
   size_t embed_at_ = 0;  // the embedded rows' offset in the upload area
   DeviceBatch batch_;
   const int32_t* out_rows_dev_ = nullptr;
+  std::vector<int32_t> seqs_host_;  // (first row, rows, state slot) per sequence, with recurrent layers
+  const int32_t* seqs_dev_ = nullptr;
+  int64_t n_seqs_ = 0;
+  std::vector<DeltaNetSpec> delta_nets_;
   std::vector<const float*> rope_tables_;
   std::vector<PendingRope> ropes_pending_;  // Rope calls waiting for the KvWrite that may join them
   Staging up_, down_;

@@ -291,7 +291,7 @@ double Cosine(const float* a, const float* b, size_t n) {
 // CPU path's (cosine >= 0.9999), HF's argmax at every position, and HF's 16-token greedy continuation.
 TEST(CudaModel, HfFixturesMatchTransformersAndTheCpuPath) {
   SKIP_WITHOUT_GPU();
-  for (const char* name : {"llama3-tiny", "qwen2-tiny", "qwen3-tiny", "qwen2-256"}) {
+  for (const char* name : {"llama3-tiny", "qwen2-tiny", "qwen3-tiny", "qwen2-256", "qwen35-tiny"}) {
     for (WeightQuant q : {WeightQuant::kKeep, WeightQuant::kF32}) {
       SCOPED_TRACE(std::string(name) + " " + WeightQuantName(q));
       const std::string dir = std::string("tests/fixtures/hf/") + name;
@@ -454,6 +454,58 @@ TEST(CudaBackend, BadRequestsGetClearErrors) {
   auto b = (*g)->BindMatrix(q4);
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.status().message().find("q4_0"), std::string::npos) << b.status().ToString();
+}
+
+}  // namespace
+}  // namespace fak
+
+namespace fak {
+namespace {
+
+// The hybrid's recurrent layers on the GPU: four prompts prefilled together and stepped together give
+// each sequence the bits it gets alone (qwen35-tiny, f32 weights).
+TEST(CudaModel, HybridSequencesGetTheSameBitsAloneAndInABatch) {
+  SKIP_WITHOUT_GPU();
+  auto m = LoadFor("tests/fixtures/hf/qwen35-tiny", WeightQuant::kF32, true);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  auto rt = Runtime::Create(
+      **m, RuntimeOptions{.max_context = 256, .max_sequences = 4, .backend = {.name = "cuda"}});
+  ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+  const size_t vocab = static_cast<size_t>((*m)->config.vocab_size);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int32_t i = 0; i < 4; ++i) {
+    std::vector<int32_t> p(static_cast<size_t>(5 + 11 * i));
+    for (size_t t = 0; t < p.size(); ++t) p[t] = static_cast<int32_t>((i * 7919 + t * 104729) % 150000);
+    prompts.push_back(std::move(p));
+  }
+  const std::vector<int32_t> next = {11, 22, 33, 44};
+  // Alone: prefill, then one step.
+  std::vector<std::vector<float>> alone;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto seq = std::move((*rt)->NewSequence()).value();
+    std::vector<float> l(vocab);
+    SeqWork w{seq.get(), prompts[i], false, l.data()};
+    ASSERT_TRUE((*rt)->Forward(std::span(&w, 1)).ok());
+    w = {seq.get(), std::span<const int32_t>(&next[i], 1), false, l.data()};
+    ASSERT_TRUE((*rt)->Forward(std::span(&w, 1)).ok());
+    alone.push_back(l);
+  }
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  std::vector<std::vector<float>> got(prompts.size(), std::vector<float>(vocab));
+  std::vector<SeqWork> work;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    seqs.push_back(std::move((*rt)->NewSequence()).value());
+    work.push_back({seqs[i].get(), prompts[i], false, got[i].data()});
+  }
+  ASSERT_TRUE((*rt)->Forward(work).ok());
+  work.clear();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    work.push_back({seqs[i].get(), std::span<const int32_t>(&next[i], 1), false, got[i].data()});
+  }
+  ASSERT_TRUE((*rt)->Forward(work).ok());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(std::memcmp(got[i].data(), alone[i].data(), vocab * 4), 0) << "sequence " << i;
+  }
 }
 
 }  // namespace

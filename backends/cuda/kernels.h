@@ -103,4 +103,36 @@ cudaError_t RopeKvWrite(float* q, int64_t q_cols, float* k, const float* v, int6
 cudaError_t Attention(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q, int64_t rows,
                       int64_t n_head, float scale, float* out, int8_t* oq, float* od, cudaStream_t stream);
 
+// --- The hybrid architecture (delta_net.cu).
+
+// x *= sigmoid(g) over n elements.
+cudaError_t SigmoidMul(float* x, const float* g, int64_t n, cudaStream_t stream);
+// Each of `heads` heads of 2 * head_dim in x: the first head_dim to a, the second to b.
+cudaError_t SplitHeads(const float* x, int64_t heads, int64_t head_dim, float* a, float* b,
+                       cudaStream_t stream);
+// x = x / rms(x) * w * silu(z) per row (in place).
+cudaError_t GatedRmsNorm(float* x, const float* w, const float* z, int64_t rows, int64_t cols, float eps,
+                         cudaStream_t stream);
+
+// One Gated-DeltaNet layer (ops/backend.h's DeltaNetSpec) over a state store in device memory.
+struct DeltaNetDevice {
+  uint8_t* states = nullptr;
+  size_t slot_bytes = 0;
+  size_t conv_offset = 0;  // the layer's convolution window in a slot
+  size_t rule_offset = 0;  // its recurrent state S
+  int64_t n_k_head = 0, n_v_head = 0, k_dim = 0, v_dim = 0, conv_dim = 0;
+  int conv_kernel = 0;
+  float eps = 1e-6f;
+};
+
+// seqs: (row0, n_rows, state slot) of each of n_seqs sequences, whose rows are consecutive.
+// The causal depthwise convolution of x (rows, conv_dim) with w (conv_dim, conv_kernel), then SiLU, in
+// place, continuing each sequence's window.
+cudaError_t DeltaNetConv(float* x, const float* w, const DeltaNetDevice& d, const int32_t* seqs,
+                         int64_t n_seqs, cudaStream_t stream);
+// The gated delta rule (ops/backend.h's DeltaNetRule) into out (rows, n_v_head * v_dim).
+cudaError_t DeltaNetRule(const float* x, const float* b, const float* a, const float* ssm_a,
+                         const float* dt_bias, const DeltaNetDevice& d, const int32_t* seqs, int64_t n_seqs,
+                         float* out, cudaStream_t stream);
+
 }  // namespace fak::cuda
