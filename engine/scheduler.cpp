@@ -307,6 +307,10 @@ void Scheduler::Loop() {
   TellEnded();
 }
 
+int64_t Scheduler::Checkpoint() const {
+  return options_.prefix_cache && rt_.state_bytes() > 0 ? std::max<int64_t>(options_.state_checkpoint, 0) : 0;
+}
+
 void Scheduler::StepOnce() {
   work_.clear();
   std::vector<Job*> in_batch;
@@ -323,6 +327,7 @@ void Scheduler::StepOnce() {
     const int64_t at = a->seq->size();
     int64_t chunk = std::min(n - at, budget);
     if (a->keep_at > at) chunk = std::min(chunk, a->keep_at - at);  // stop where an entry is kept
+    if (const int64_t c = Checkpoint(); c > 0) chunk = std::min(chunk, (at / c + 1) * c - at);
     const bool last = at + chunk == n;
     work_.push_back(
         {a->seq.get(),
@@ -342,6 +347,8 @@ void Scheduler::StepOnce() {
     const int64_t n = static_cast<int64_t>(j->req.prompt.size());
     if (!j->decoding && j->keep_at > 0 && j->seq->size() == j->keep_at) {
       (void)cache_.Insert(*j->seq, j->keep_at == j->req.pin_tokens);
+    } else if (!j->decoding && Checkpoint() > 0 && j->seq->size() % Checkpoint() == 0 && j->seq->size() < n) {
+      (void)cache_.Insert(*j->seq);
     }
     if (!j->decoding && j->seq->size() < n) continue;  // more prompt to come
     if (!j->decoding) {

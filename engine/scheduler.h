@@ -89,6 +89,10 @@ struct SchedulerOptions {
   int64_t step_tokens = 256;  // token budget of one step (decode rows and prefill chunks)
   int64_t min_prefill = 32;   // prefill tokens a step runs even when decode rows fill the budget
   bool prefix_cache = true;
+  // Recurrent-state models: a prefill also keeps a cache entry every this many prompt tokens, so a
+  // prompt that shares a prefix with an earlier one restores a state at most this far before the
+  // shared part ends, even when they arrive together (0: only where prompts part and at pins).
+  int64_t state_checkpoint = 256;
 };
 
 struct SchedulerStats {
@@ -127,6 +131,9 @@ class Scheduler {
   void Loop();
   void Admit();
   void StepOnce();
+  // The prefill checkpoint interval in force: options_.state_checkpoint with recurrent state and the
+  // prefix cache on, else 0.
+  int64_t Checkpoint() const;
   void Finish(Job& job, std::string reason, Status error = Status::Ok());
   int64_t PagesStillNeeded(const Job& job) const;
   void Publish();

@@ -253,6 +253,25 @@ TEST_F(Hybrid, AgentsAfterTheSecondSkipTheSharedPreambleAndDecodeAsAlone) {
     EXPECT_EQ(got[i].ids, alone[i].ids);
     EXPECT_EQ(got[i].logprobs, alone[i].logprobs);  // bit for bit
   }
+  // With prefill checkpoints every 16 tokens, agents that arrive together after the first restore at
+  // least the state it kept at 32, with the same results.
+  auto rt2 = MakeRuntime(4);
+  Scheduler s2(
+      *rt2, *tok, {},
+      SchedulerOptions{.max_active = 5, .step_tokens = 16, .min_prefill = 4, .state_checkpoint = 16});
+  std::vector<Out> burst;
+  burst.push_back(drain(**s2.Submit(reqs[0])));
+  hs.clear();
+  for (size_t i = 1; i < reqs.size(); ++i) hs.push_back(*s2.Submit(reqs[i]));
+  for (auto& h : hs) burst.push_back(drain(*h));
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    SCOPED_TRACE(i);
+    // 32 from the checkpoint, or 41 when an agent of the burst kept the end of the preamble first.
+    if (i == 0) EXPECT_EQ(burst[i].cached, 0);
+    if (i > 0) EXPECT_GE(burst[i].cached, 32);
+    EXPECT_EQ(burst[i].ids, alone[i].ids);
+    EXPECT_EQ(burst[i].logprobs, alone[i].logprobs);
+  }
 }
 
 TEST(HybridGguf, FakWritesAFileThatLoadsToTheSameModel) {
