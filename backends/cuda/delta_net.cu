@@ -44,7 +44,8 @@ __global__ void SplitHeadsKernel(const float* x, int64_t heads, int64_t hd, floa
 }
 
 // One warp per row.
-__global__ void GatedRmsNormKernel(float* x, const float* w, const float* z, int64_t rows, int64_t cols, float eps) {
+__global__ void GatedRmsNormKernel(float* x, const float* w, const float* z, int64_t rows, int64_t cols,
+                                   float eps) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (r >= rows) return;
   const int lane = threadIdx.x % 32;
@@ -63,7 +64,8 @@ __global__ void DeltaNetConvKernel(float* x, const float* w, const DeltaNetDevic
   if (c >= d.conv_dim) return;
   const int32_t* s = seqs + 3 * blockIdx.y;
   const int64_t row0 = s[0], n = s[1];
-  float* window = reinterpret_cast<float*>(d.states + static_cast<size_t>(s[2]) * d.slot_bytes + d.conv_offset);
+  float* window =
+      reinterpret_cast<float*>(d.states + static_cast<size_t>(s[2]) * d.slot_bytes + d.conv_offset);
   const int hist = d.conv_kernel - 1;
   float win[15];
   for (int j = 0; j < hist; ++j) win[j] = window[j * d.conv_dim + c];
@@ -84,7 +86,8 @@ __global__ void DeltaNetConvKernel(float* x, const float* w, const DeltaNetDevic
 // One block per (sequence, value head), one thread per value dimension j: thread j owns column j of
 // the head's state S (k_dim x v_dim, row-major in the slot), read and written coalesced.
 __global__ void DeltaNetRuleKernel(const float* x, const float* b, const float* a, const float* ssm_a,
-                                   const float* dt_bias, const DeltaNetDevice d, const int32_t* seqs, float* out) {
+                                   const float* dt_bias, const DeltaNetDevice d, const int32_t* seqs,
+                                   float* out) {
   extern __shared__ float sh[];
   float* q = sh;
   float* k = q + d.k_dim;
@@ -143,7 +146,8 @@ cudaError_t SigmoidMul(float* x, const float* g, int64_t n, cudaStream_t stream)
   return cudaGetLastError();
 }
 
-cudaError_t SplitHeads(const float* x, int64_t heads, int64_t head_dim, float* a, float* b, cudaStream_t stream) {
+cudaError_t SplitHeads(const float* x, int64_t heads, int64_t head_dim, float* a, float* b,
+                       cudaStream_t stream) {
   SplitHeadsKernel<<<Blocks(heads * head_dim, kThreads), kThreads, 0, stream>>>(x, heads, head_dim, a, b);
   return cudaGetLastError();
 }
@@ -154,22 +158,22 @@ cudaError_t GatedRmsNorm(float* x, const float* w, const float* z, int64_t rows,
   return cudaGetLastError();
 }
 
-cudaError_t DeltaNetConv(float* x, const float* w, const DeltaNetDevice& d, const int32_t* seqs, int64_t n_seqs,
-                         cudaStream_t stream) {
+cudaError_t DeltaNetConv(float* x, const float* w, const DeltaNetDevice& d, const int32_t* seqs,
+                         int64_t n_seqs, cudaStream_t stream) {
   if (n_seqs == 0) return cudaSuccess;
   const dim3 grid(Blocks(d.conv_dim, 128), static_cast<unsigned>(n_seqs));
   DeltaNetConvKernel<<<grid, 128, 0, stream>>>(x, w, d, seqs);
   return cudaGetLastError();
 }
 
-cudaError_t DeltaNetRule(const float* x, const float* b, const float* a, const float* ssm_a, const float* dt_bias,
-                         const DeltaNetDevice& d, const int32_t* seqs, int64_t n_seqs, float* out,
-                         cudaStream_t stream) {
+cudaError_t DeltaNetRule(const float* x, const float* b, const float* a, const float* ssm_a,
+                         const float* dt_bias, const DeltaNetDevice& d, const int32_t* seqs, int64_t n_seqs,
+                         float* out, cudaStream_t stream) {
   if (n_seqs == 0) return cudaSuccess;
   const int threads = static_cast<int>((d.v_dim + 31) / 32 * 32);
   const size_t smem = static_cast<size_t>(2 * d.k_dim + 32) * 4;
-  DeltaNetRuleKernel<<<static_cast<unsigned>(n_seqs * d.n_v_head), threads, smem, stream>>>(x, b, a, ssm_a,
-                                                                                          dt_bias, d, seqs, out);
+  DeltaNetRuleKernel<<<static_cast<unsigned>(n_seqs * d.n_v_head), threads, smem, stream>>>(
+      x, b, a, ssm_a, dt_bias, d, seqs, out);
   return cudaGetLastError();
 }
 
