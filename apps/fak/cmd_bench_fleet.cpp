@@ -16,10 +16,17 @@
 namespace fak::cli {
 namespace {
 
+// This binary, relative to the working directory when it lies below it: the path is run, and it is
+// also what the packets record, which should not name the directories of the machine they ran on.
 std::string SelfPath() {
   char buf[PATH_MAX];
   const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+  if (n <= 0) return {};
+  const std::filesystem::path exe(std::string(buf, static_cast<size_t>(n)));
+  std::error_code ec;
+  const std::filesystem::path rel = std::filesystem::proximate(exe, ec);
+  if (ec || rel.empty() || *rel.begin() == "..") return exe.string();
+  return rel.string();
 }
 
 std::vector<std::string> Split(const std::string& s, char sep) {
