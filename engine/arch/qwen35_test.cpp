@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <numeric>
 
 #include "engine/convert/quantize.h"
@@ -15,6 +16,7 @@
 #include "engine/runtime.h"
 #include "engine/scheduler.h"
 #include "formats/gguf.h"
+#include "formats/gguf_writer.h"
 #include "tokenizer/loader.h"
 
 namespace fak {
@@ -337,6 +339,66 @@ TEST(HybridGguf, SynthWritesAQuantizedHybridThatRuns) {
   SeqWork w{seq.get(), ids, false, logits.data()};
   EXPECT_TRUE((*rt)->Forward(std::span(&w, 1)).ok());  // non-finite logits would fail here
   std::filesystem::remove(out);
+}
+
+// Hostile hybrid files: a copy of a good one with one thing broken is refused with an error naming it,
+// at load, never at run time.
+TEST(HybridGguf, BrokenFilesAreRefusedByName) {
+  const std::string good = (std::filesystem::temp_directory_path() / "fak-qwen35-good.gguf").string();
+  auto report = convert::QuantizeModel(convert::QuantizeOptions{
+      .input = kFixture, .output = good, .type = "f32", .threads = 2, .tokenizer = kTokenizer});
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  auto in = GgufFile::Open(good);
+  ASSERT_TRUE(in.ok());
+  // Rewrites the good file with `edit` applied to its metadata (and without tensor `drop`).
+  auto variant = [&](const std::string& name, const std::function<void(GgufWriter&)>& edit,
+                     const std::string& drop = "") {
+    const std::string path =
+        (std::filesystem::temp_directory_path() / ("fak-qwen35-" + name + ".gguf")).string();
+    GgufWriter w(in->alignment());
+    for (const auto& [k, v] : in->metadata()) {
+      if (k != "general.alignment") w.SetValue(k, v);
+    }
+    edit(w);
+    for (const GgufTensorInfo& t : in->tensors()) {
+      if (t.name == drop) continue;
+      EXPECT_TRUE(w.AddTensor(t.name, t.shape, t.type, std::span<const uint8_t>(t.data, t.n_bytes)).ok());
+    }
+    EXPECT_TRUE(w.Write(path).ok());
+    return path;
+  };
+  auto bool_array = [](size_t n, bool v) {
+    auto a = std::make_shared<GgufArray>();
+    a->element_type = GgufValueType::kBool;
+    for (size_t i = 0; i < n; ++i) a->values.push_back(GgufValue{GgufValueType::kBool, v});
+    return GgufValue{GgufValueType::kArray, a};
+  };
+  const struct {
+    const char* name;
+    std::function<void(GgufWriter&)> edit;
+    std::string drop;
+    const char* want;  // in the error
+  } cases[] = {
+      {"inner", [](GgufWriter& w) { w.SetUint32("qwen35.ssm.inner_size", 33); }, "", "ssm.inner_size"},
+      {"groups", [](GgufWriter& w) { w.SetUint32("qwen35.ssm.group_count", 3); }, "",
+       "linear_num_value_heads"},
+      {"kernel", [](GgufWriter& w) { w.SetUint32("qwen35.ssm.conv_kernel", 0); }, "",
+       "linear_conv_kernel_dim"},
+      {"huge", [](GgufWriter& w) { w.SetUint32("qwen35.ssm.state_size", 1u << 20); }, "", "implausible"},
+      {"layers", [&](GgufWriter& w) { w.SetValue("qwen35.attention.recurrent_layers", bool_array(3, true)); },
+       "", "layer types"},
+      {"conv-shape", [](GgufWriter& w) { w.SetUint32("qwen35.ssm.conv_kernel", 5); }, "", "ssm_conv1d"},
+      {"missing", [](GgufWriter&) {}, "blk.4.ssm_a", "blk.4.ssm_a"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = variant(c.name, c.edit, c.drop);
+    auto m = LoadModel(path);
+    ASSERT_FALSE(m.ok());
+    EXPECT_NE(m.status().ToString().find(c.want), std::string::npos) << m.status().ToString();
+    std::filesystem::remove(path);
+  }
+  std::filesystem::remove(good);
 }
 
 }  // namespace
