@@ -286,8 +286,12 @@ Status Runtime::Forward(std::span<const SeqWork> work) {
   if (!s.ok()) {
     for (const SeqWork& w : work) {
       w.seq->kv_.Truncate(w.seq->size());  // nothing half-written stays
-      // A recurrent state the failed pass advanced cannot be taken back: those sequences start over.
-      if (forwarded && state_bytes_ > 0) w.seq->Truncate(0);
+      // A recurrent state the failed pass advanced cannot be taken back: those sequences start over
+      // (cleared even when they were empty, since the pass may have written their state).
+      if (forwarded && state_bytes_ > 0) {
+        w.seq->Truncate(0);
+        backend_->ClearState(states_, w.seq->state_slot_);
+      }
     }
     return s;
   }

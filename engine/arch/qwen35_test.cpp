@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <numeric>
 
 #include "engine/convert/quantize.h"
@@ -168,6 +169,28 @@ TEST_F(Hybrid, ASnapshotContinuesExactlyAndTruncationStartsOver) {
   w = {a.get(), full, true, again.data()};
   ASSERT_TRUE(rt->Forward(std::span(&w, 1)).ok());
   EXPECT_TRUE(SameBits(again, ref));
+}
+
+// A pass that fails after it ran (non-finite logits: here a NaN put into the final norm) may have
+// advanced the states of its sequences: they come back empty and cleared, so they go on as new ones.
+TEST_F(Hybrid, AFailedPassLeavesItsSequencesEmptyAndClear) {
+  auto rt = MakeRuntime(1);
+  ASSERT_NE(rt, nullptr);
+  const size_t vocab = static_cast<size_t>(rt->vocab_size());
+  const std::vector<int32_t> p1 = Prompt(12, 14), p2 = Prompt(9, 15);
+  const std::vector<float> want = Chunked(*rt, p2, p2.size());
+  auto seq = std::move(rt->NewSequence()).value();
+  float* norm = const_cast<float*>(model_->Get("output_norm.weight").f32());
+  const float saved = norm[0];
+  norm[0] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> logits(p2.size() * vocab);
+  SeqWork w{seq.get(), p1, false, logits.data()};
+  EXPECT_EQ(rt->Forward(std::span(&w, 1)).code(), StatusCode::kCorrupt);
+  norm[0] = saved;
+  EXPECT_EQ(seq->size(), 0);
+  w = {seq.get(), p2, true, logits.data()};
+  ASSERT_TRUE(rt->Forward(std::span(&w, 1)).ok());
+  EXPECT_TRUE(SameBits(logits, want));
 }
 
 TEST_F(Hybrid, PrefixCacheHitsOnlyWhereAStateWasKept) {
