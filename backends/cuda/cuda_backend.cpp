@@ -153,10 +153,10 @@ class CudaBackend final : public Backend {
       return InvalidArgument("Gated-DeltaNet geometry: {} key and {} value heads of {} and {}", d.n_k_head,
                              d.n_v_head, d.k_dim, d.v_dim);
     }
-    if (d.conv_kernel < 1 || d.conv_kernel > 16 || d.v_dim > 1024 || d.k_dim > 4096) {
+    if (d.conv_kernel < 1 || d.conv_kernel > 16 || d.v_dim > 128 || d.k_dim > 128) {
       return Unsupported(
           "CUDA: Gated-DeltaNet convolution width {} or head dims {} x {} (fak runs widths to 16, "
-          "value heads to 1024)",
+          "key and value heads to 128)",
           d.conv_kernel, d.k_dim, d.v_dim);
     }
     delta_nets_.push_back(d);

@@ -83,11 +83,16 @@ __global__ void DeltaNetConvKernel(float* x, const float* w, const DeltaNetDevic
   for (int j = 0; j < hist; ++j) window[j * d.conv_dim + c] = win[j];
 }
 
-// One block per (sequence, value head), one thread per value dimension j: thread j owns column j of
-// the head's state S (k_dim x v_dim, row-major in the slot), read and written coalesced.
-__global__ void DeltaNetRuleKernel(const float* x, const float* b, const float* a, const float* ssm_a,
-                                   const float* dt_bias, const DeltaNetDevice d, const int32_t* seqs,
-                                   float* out) {
+// One block per (sequence, value head). The head's state S (k_dim x v_dim, row-major in the slot) is
+// held in registers for the whole run of the sequence's rows: each value column j is split over
+// kSplit threads of one warp, each owning k_dim / kSplit rows of it, and their partial sums meet by
+// shuffles in a fixed order. S is read once before the first row and written once after the last.
+constexpr int kSplit = 4;
+constexpr int kMaxRows = 32;  // rows of S per thread: k_dim up to kSplit * kMaxRows = 128
+
+__global__ void __launch_bounds__(kSplit * 128)
+    DeltaNetRuleKernel(const float* x, const float* b, const float* a, const float* ssm_a,
+                       const float* dt_bias, const DeltaNetDevice d, const int32_t* seqs, float* out) {
   extern __shared__ float sh[];
   float* q = sh;
   float* k = q + d.k_dim;
@@ -98,12 +103,22 @@ __global__ void DeltaNetRuleKernel(const float* x, const float* b, const float* 
   const int64_t row0 = s[0], n = s[1];
   float* S = reinterpret_cast<float*>(d.states + static_cast<size_t>(s[2]) * d.slot_bytes + d.rule_offset) +
              h * dk * dv;
-  const int j = threadIdx.x;
+  // Thread t: column j = t / kSplit, slice p = t % kSplit owning rows i = p + kSplit * u.
+  const int t = threadIdx.x;
+  const int64_t j = t / kSplit;
+  const int p = t % kSplit;
+  const bool col = j < dv;
+  float reg[kMaxRows];
+#pragma unroll
+  for (int u = 0; u < kMaxRows; ++u) {
+    const int64_t i = p + static_cast<int64_t>(kSplit) * u;
+    reg[u] = col && i < dk ? S[i * dv + j] : 0.0f;
+  }
   const float q_scale = rsqrtf(static_cast<float>(dk));
-  for (int64_t t = 0; t < n; ++t) {
-    const float* row = x + (row0 + t) * d.conv_dim;
+  for (int64_t r = 0; r < n; ++r) {
+    const float* row = x + (row0 + r) * d.conv_dim;
     float qq = 0.0f, kk = 0.0f;
-    for (int64_t i = j; i < dk; i += blockDim.x) {
+    for (int64_t i = t; i < dk; i += blockDim.x) {
       const float qi = row[kh * dk + i], ki = row[d.n_k_head * dk + kh * dk + i];
       q[i] = qi;
       k[i] = ki;
@@ -112,30 +127,45 @@ __global__ void DeltaNetRuleKernel(const float* x, const float* b, const float* 
     }
     const float q_inv = rsqrtf(BlockSum(qq, red) + d.eps) * q_scale;
     const float k_inv = rsqrtf(BlockSum(kk, red) + d.eps);
-    for (int64_t i = j; i < dk; i += blockDim.x) {
+    for (int64_t i = t; i < dk; i += blockDim.x) {
       q[i] *= q_inv;
       k[i] *= k_inv;
     }
     __syncthreads();
-    const float beta = 1.0f / (1.0f + expf(-b[(row0 + t) * nv + h]));
-    const float decay = expf(ssm_a[h] * Softplus(a[(row0 + t) * nv + h] + dt_bias[h]));
-    if (j < dv) {
-      float mem = 0.0f;
-      for (int64_t i = 0; i < dk; ++i) {
-        const float sij = S[i * dv + j] * decay;
-        S[i * dv + j] = sij;
-        mem += sij * k[i];
+    const float beta = 1.0f / (1.0f + expf(-b[(row0 + r) * nv + h]));
+    const float decay = expf(ssm_a[h] * Softplus(a[(row0 + r) * nv + h] + dt_bias[h]));
+    // S *= decay; mem = k^T S (this thread's rows, then the column's kSplit partial sums).
+    float mem = 0.0f;
+#pragma unroll
+    for (int u = 0; u < kMaxRows; ++u) {
+      const int64_t i = p + static_cast<int64_t>(kSplit) * u;
+      if (i < dk) {
+        reg[u] *= decay;
+        mem += reg[u] * k[i];
       }
-      const float delta = (row[2 * d.n_k_head * dk + h * dv + j] - mem) * beta;
-      float o = 0.0f;
-      for (int64_t i = 0; i < dk; ++i) {
-        const float sij = S[i * dv + j] + k[i] * delta;
-        S[i * dv + j] = sij;
-        o += sij * q[i];
-      }
-      out[(row0 + t) * nv * dv + h * dv + j] = o;
     }
-    __syncthreads();  // q and k are rewritten for the next token
+#pragma unroll
+    for (int m = 1; m < kSplit; m <<= 1) mem += __shfl_xor_sync(0xffffffffu, mem, m);
+    const float delta = col ? (row[2 * d.n_k_head * dk + h * dv + j] - mem) * beta : 0.0f;
+    // S += k delta^T; o = q^T S.
+    float o = 0.0f;
+#pragma unroll
+    for (int u = 0; u < kMaxRows; ++u) {
+      const int64_t i = p + static_cast<int64_t>(kSplit) * u;
+      if (i < dk) {
+        reg[u] += k[i] * delta;
+        o += reg[u] * q[i];
+      }
+    }
+#pragma unroll
+    for (int m = 1; m < kSplit; m <<= 1) o += __shfl_xor_sync(0xffffffffu, o, m);
+    if (col && p == 0) out[(row0 + r) * nv * dv + h * dv + j] = o;
+    __syncthreads();  // q and k are rewritten for the next row
+  }
+#pragma unroll
+  for (int u = 0; u < kMaxRows; ++u) {
+    const int64_t i = p + static_cast<int64_t>(kSplit) * u;
+    if (col && i < dk) S[i * dv + j] = reg[u];
   }
 }
 
@@ -170,7 +200,8 @@ cudaError_t DeltaNetRule(const float* x, const float* b, const float* a, const f
                          const float* dt_bias, const DeltaNetDevice& d, const int32_t* seqs, int64_t n_seqs,
                          float* out, cudaStream_t stream) {
   if (n_seqs == 0) return cudaSuccess;
-  const int threads = static_cast<int>((d.v_dim + 31) / 32 * 32);
+  if (d.k_dim > kSplit * kMaxRows || d.v_dim > 128) return cudaErrorInvalidValue;  // the launch bounds
+  const int threads = static_cast<int>((d.v_dim * kSplit + 31) / 32 * 32);
   const size_t smem = static_cast<size_t>(2 * d.k_dim + 32) * 4;
   DeltaNetRuleKernel<<<static_cast<unsigned>(n_seqs * d.n_v_head), threads, smem, stream>>>(
       x, b, a, ssm_a, dt_bias, d, seqs, out);
