@@ -11,6 +11,13 @@ std::vector<const Architecture*> Architectures() {
   };
 }
 
+Status ReallocActivation(Backend& be, Tensor& t, int64_t rows, int64_t cols) {
+  if (t.data != nullptr) be.Free(t);
+  t = {};
+  FAK_ASSIGN_OR_RETURN(t, be.Alloc(rows, cols));
+  return Status::Ok();
+}
+
 const Architecture* FindArchitecture(const std::string& arch) {
   for (const Architecture* a : Architectures()) {
     if (std::find(a->handles.begin(), a->handles.end(), arch) != a->handles.end()) return a;

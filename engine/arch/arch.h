@@ -97,6 +97,18 @@ struct Architecture {
   Result<std::unique_ptr<ArchInstance>> (*instantiate)(const Model& model, Backend& backend);
 };
 
+// Shared by the architecture files.
+// Frees t when allocated and allocates it anew as (rows, cols) on the backend.
+Status ReallocActivation(Backend& be, Tensor& t, int64_t rows, int64_t cols);
+// A table of (GGUF suffix, HF suffix) pairs turned into the HF -> GGUF map Architecture::hf_layer holds.
+template <size_t N>
+std::vector<std::pair<const char*, const char*>> HfToGgufNames(
+    const std::pair<const char*, const char*> (&table)[N]) {
+  std::vector<std::pair<const char*, const char*>> out;
+  for (const auto& [gguf, hf] : table) out.emplace_back(hf, gguf);
+  return out;
+}
+
 // nullptr when no registered architecture handles `arch`.
 const Architecture* FindArchitecture(const std::string& arch);
 // Every registered architecture.

@@ -204,12 +204,7 @@ class Llama final : public ArchInstance {
   }
 
  private:
-  Status Realloc(Tensor& t, int64_t rows, int64_t cols) {
-    if (t.data != nullptr) be_.Free(t);
-    t = {};
-    FAK_ASSIGN_OR_RETURN(t, be_.Alloc(rows, cols));
-    return Status::Ok();
-  }
+  Status Realloc(Tensor& t, int64_t rows, int64_t cols) { return ReallocActivation(be_, t, rows, cols); }
 
   const ModelConfig& c_;
   Backend& be_;
@@ -228,12 +223,6 @@ Result<std::unique_ptr<ArchInstance>> InstantiateLlama(const Model& m, Backend& 
   return std::unique_ptr<ArchInstance>(std::move(a));
 }
 
-std::vector<std::pair<const char*, const char*>> HfLayerNames() {
-  std::vector<std::pair<const char*, const char*>> out;
-  for (const auto& [gguf, hf] : kLayerNames) out.emplace_back(hf, gguf);
-  return out;
-}
-
 }  // namespace
 
 const Architecture& LlamaFamily() {
@@ -241,7 +230,7 @@ const Architecture& LlamaFamily() {
       "llama-family",
       {"llama", "qwen2", "qwen3"},
       {{"model.embed_tokens.weight", kEmbd}, {"model.norm.weight", kOutNorm}, {"lm_head.weight", kOut}},
-      HfLayerNames(),
+      HfToGgufNames(kLayerNames),
       &LlamaTensors,
       &LlamaCaches,
       &LlamaConfigure,

@@ -336,12 +336,7 @@ class Hybrid final : public ArchInstance {
     be_.MatMul(w[kSsmOut], core, o);
   }
 
-  Status Realloc(Tensor& t, int64_t rows, int64_t cols) {
-    if (t.data != nullptr) be_.Free(t);
-    t = {};
-    FAK_ASSIGN_OR_RETURN(t, be_.Alloc(rows, cols));
-    return Status::Ok();
-  }
+  Status Realloc(Tensor& t, int64_t rows, int64_t cols) { return ReallocActivation(be_, t, rows, cols); }
 
   const ModelConfig& c_;
   Backend& be_;
@@ -359,12 +354,6 @@ Result<std::unique_ptr<ArchInstance>> InstantiateHybrid(const Model& m, Backend&
   return std::unique_ptr<ArchInstance>(std::move(a));
 }
 
-std::vector<std::pair<const char*, const char*>> HfLayerNames() {
-  std::vector<std::pair<const char*, const char*>> out;
-  for (const auto& [gguf, hf] : kLayerNames) out.emplace_back(hf, gguf);
-  return out;
-}
-
 }  // namespace
 
 const Architecture& Qwen35Hybrid() {
@@ -372,7 +361,7 @@ const Architecture& Qwen35Hybrid() {
       "qwen3.5-hybrid",
       {"qwen3_5"},
       {{"model.embed_tokens.weight", kEmbd}, {"model.norm.weight", kOutNorm}, {"lm_head.weight", kOut}},
-      HfLayerNames(),
+      HfToGgufNames(kLayerNames),
       &HybridTensors,
       &HybridCaches,
       nullptr,
