@@ -166,7 +166,7 @@ TEST(CudaOps, MatMulEveryFormatMatchesTheReference) {
     const TestMatrix m = MakeMatrix(t, rows, cols, 11);
     auto wg = be.gpu->BindMatrix(m.weight());
     ASSERT_TRUE(wg.ok()) << wg.status().ToString();
-    for (int64_t n : {1, 3, 8, 19}) {
+    for (int64_t n : {1, 3, 8, 19, 100}) {
       SCOPED_TRACE(std::string(GgmlTypeName(t)) + " n=" + std::to_string(n));
       const OneSeq seq(n, 16);
       const std::vector<float> xv = Random(static_cast<size_t>(n * cols), 100 + static_cast<uint32_t>(n));
@@ -248,30 +248,50 @@ TEST(CudaOps, NormRopeSwiGluAttentionMatchTheCpuBackend) {
   }
 }
 
-// A row's MatMul result is the same bits alone and inside batches of any size.
+// A row's MatMul result is the same bits alone and inside batches of any size: batches of 16 rows or
+// more of the quantized formats run on the tensor-core GEMM, smaller ones on the matrix-vector kernel,
+// and both sum in the same order. The shapes cover a partial last tile of weight rows and of activation
+// rows, rows of 4096+ weights (four pieces), and a row length that ends inside a segment (896).
 TEST(CudaOps, MatMulRowsAreBitIdenticalAloneAndInABatch) {
   SKIP_WITHOUT_GPU();
   Pair be;
   ASSERT_TRUE(be.gpu);
-  const int64_t rows = 96, cols = 2048;
-  for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kBF16}) {
-    SCOPED_TRACE(GgmlTypeName(t));
-    const TestMatrix m = MakeMatrix(t, rows, cols, 3);
+  const int64_t rows = 200, n_max = 150;
+  const struct {
+    GgmlType type;
+    int64_t cols;
+  } cases[] = {{GgmlType::kQ8_0, 896},  {GgmlType::kQ8_0, 2048}, {GgmlType::kQ8_0, 4608},
+               {GgmlType::kQ4_K, 2048}, {GgmlType::kQ4_K, 4608}, {GgmlType::kQ6_K, 1536},
+               {GgmlType::kQ6_K, 4608}, {GgmlType::kBF16, 2048}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::string(GgmlTypeName(c.type)) + " cols=" + std::to_string(c.cols));
+    const TestMatrix m = MakeMatrix(c.type, rows, c.cols, 3);
     auto w = be.gpu->BindMatrix(m.weight());
     ASSERT_TRUE(w.ok());
-    const std::vector<float> xv = Random(static_cast<size_t>(33 * cols), 4);
-    std::vector<float> alone;
-    for (int64_t n : {1, 2, 5, 8, 33}) {
+    const std::vector<float> xv = Random(static_cast<size_t>(n_max * c.cols), 4);
+    auto run = [&](int64_t first, int64_t n) {
       const OneSeq seq(n, 16);
       const Tensor x =
-          Upload(*be.gpu, std::vector<float>(xv.begin(), xv.begin() + n * cols), n, cols, seq.plan());
+          Upload(*be.gpu, std::vector<float>(xv.begin() + first * c.cols, xv.begin() + (first + n) * c.cols),
+                 n, c.cols, seq.plan());
       auto y = be.gpu->Alloc(n, rows);
-      ASSERT_TRUE(y.ok());
+      EXPECT_TRUE(y.ok());
       be.gpu->MatMul(*w, x, *y);
-      const std::vector<float> got = Fetch(*be.gpu, *y);
-      if (n == 1) alone = got;
-      EXPECT_EQ(std::memcmp(got.data(), alone.data(), alone.size() * 4), 0)
-          << "row 0 inside a batch of " << n;
+      std::vector<float> got = Fetch(*be.gpu, *y);
+      be.gpu->Free(x);
+      be.gpu->Free(*y);
+      return got;
+    };
+    std::vector<std::vector<float>> alone;
+    for (int64_t r = 0; r < n_max; ++r) alone.push_back(run(r, 1));
+    for (int64_t n : {int64_t{2}, int64_t{5}, int64_t{8}, int64_t{16}, int64_t{33}, n_max}) {
+      const std::vector<float> got = run(0, n);
+      int64_t differ = 0;
+      for (int64_t r = 0; r < n; ++r) {
+        differ += std::memcmp(&got[static_cast<size_t>(r * rows)], alone[static_cast<size_t>(r)].data(),
+                              static_cast<size_t>(rows) * 4) != 0;
+      }
+      EXPECT_EQ(differ, 0) << differ << " of " << n << " rows differ from the same row alone";
     }
   }
 }

@@ -53,7 +53,11 @@ struct MatVecJob {
 
 // For every matrix k of the job: y_k (n, w_k.rows) = x (n, cols) . w_k^T. Quantized formats read xq,
 // the others x.
+// Batches of 16 rows or more of the quantized formats go to QuantGemm, which gives the same bits.
 cudaError_t MatVec(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, cudaStream_t stream);
+// The same for the quantized formats on the tensor cores (gemm.cu): tiles of 64 weight rows x 64
+// activation rows, int8 mma for each block's integer dot, the terms summed in qblock.cuh's order.
+cudaError_t QuantGemm(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t stream);
 
 // q, d = the int8 shadow of x (n_elems, a multiple of 32).
 cudaError_t Quantize(const float* x, int64_t n_elems, int8_t* q, float* d, cudaStream_t stream);

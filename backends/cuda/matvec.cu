@@ -1,152 +1,111 @@
-// Matrix times a few activation rows, one warp per output element row, for every weight format.
+// Matrix times a few activation rows (decode), for every weight format.
 //
-// Each lane of the warp walks the row's 16-byte chunks c = lane, lane + 32, ... and accumulates into
-// one f32 partial per activation row, with explicit fused multiply-adds in a fixed order; the 32
-// partials are then summed by a butterfly. A warp handles up to R activation rows at once (the weight
-// chunk is loaded once for all of them), and the grid tiles the rest, so the value of y[r][o] depends
-// only on the weight row and activation row r: never on R, the tile, or the batch size.
+// Quantized formats (Q8_0, Q4_K, Q6_K) sum each row in the order qblock.cuh defines, shared with the
+// tensor-core GEMM of gemm.cu that MatVec hands larger batches to: a warp (P warps for long rows, one
+// per piece) walks its piece four segments at a time, lane l computing the term of block l % 8 of
+// segment l / 8; a butterfly over each 8 lanes is the segment's tree, and the segments are added to
+// the piece's sum in order by shuffles. f32, f16 and bf16 weights (f32 activations) keep a per-lane
+// fused-multiply-add chain over 16-byte chunks and a butterfly, and never go to the GEMM.
+// A warp handles up to R activation rows at once (the weights are loaded once for all of them) and the
+// grid tiles the rest, so the value of y[r][o] depends only on the weight row and activation row r:
+// never on R, the tile, or the batch size.
 //
 // Napkin math (H200, 4.2 TB/s copy): a 1536 x 8960 Q8_0 matrix is 14.6 MB, so ~3.5 us at the copy rate;
-// one warp per row keeps 8960 warps x 16 B x the unrolled loads in flight.
+// one warp per row keeps 8960 warps x 32 B x the unrolled loads in flight.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/qblock.cuh"
 
 namespace fak::cuda {
 namespace {
 
-constexpr int kWarps = 4;  // output rows per block of 128 threads
+constexpr int kWarps = 4;         // output rows per block of 128 threads
+constexpr int kGemmMinRows = 16;  // batches of this many rows or more go to the GEMM (same bits)
 
-__device__ __forceinline__ int4 Load16(const void* p) { return __ldg(reinterpret_cast<const int4*>(p)); }
-__device__ __forceinline__ float Half(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ float Half(uint16_t h) { return HalfBits(h); }
 
-__device__ __forceinline__ int Dot16(int4 a, int4 b) {
-  int s = __dp4a(a.x, b.x, 0);
-  s = __dp4a(a.y, b.y, s);
-  s = __dp4a(a.z, b.z, s);
-  return __dp4a(a.w, b.w, s);
-}
-__device__ __forceinline__ int Sum16(int4 b) {
-  return Dot16(make_int4(0x01010101, 0x01010101, 0x01010101, 0x01010101), b);
-}
-__device__ __forceinline__ int4 And(int4 a, int m) { return make_int4(a.x & m, a.y & m, a.z & m, a.w & m); }
-__device__ __forceinline__ int4 Shr(int4 a, int s) {
-  return make_int4(
-      static_cast<int>(static_cast<unsigned>(a.x) >> s), static_cast<int>(static_cast<unsigned>(a.y) >> s),
-      static_cast<int>(static_cast<unsigned>(a.z) >> s), static_cast<int>(static_cast<unsigned>(a.w) >> s));
-}
-
-// Q8_0: chunk c is half of block c / 2 (16 int8); scales in a separate f16 array.
+// The terms of block b of weight row o against activation rows r0 .. r0 + nr - 1 (qblock.cuh).
 struct Q8_0 {
-  static constexpr int kWeightsPerChunk = 16;
+  static constexpr bool kQuant = true;
   template <int R>
-  static __device__ void Dot(const DeviceMatrix& w, const float*, Q8Act x, int64_t o, int64_t c, int64_t r0,
-                             int nr, float* acc) {
-    const int64_t nb = w.cols / 32, b = c >> 1;
-    const int4 wq = Load16(w.q + o * w.cols + c * 16);
+  static __device__ void Terms(const DeviceMatrix& w, Q8Act x, int64_t o, int64_t b, int64_t r0, int nr,
+                               float* t) {
+    const int64_t nb = w.cols / 32;
+    const uint8_t* wp = w.q + o * w.cols + b * 32;
+    const int4 w0 = Load16(wp), w1 = Load16(wp + 16);
     const float dw = Half(w.d[o * nb + b]);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       if (r >= nr) break;
       const int64_t row = r0 + r;
-      const int4 xv = Load16(x.q + row * w.cols + c * 16);
-      const float dx = x.d[row * nb + b];
-      acc[r] = __fmaf_rn(static_cast<float>(Dot16(wq, xv)), dw * dx, acc[r]);
+      const int8_t* xp = x.q + row * w.cols + b * 32;
+      const int4 x0 = Load16(xp), x1 = Load16(xp + 16);
+      t[r] = Q8_0Term(Dot16(w0, x0) + Dot16(w1, x1), dw, x.d[row * nb + b]);
     }
   }
 };
 
 // Q4_K: 144-byte blocks as stored (16-byte header d, dmin, scales[12], then 128 bytes of nibbles).
-// Chunk c is 16 bytes of nibbles of block c / 8: 16 weights of sub-block 2j in the low nibbles and
-// 16 of sub-block 2j + 1 in the high ones (j = (c / 2) % 4, offset 16 * (c % 2) in both).
+// Sub-block s of a super-block is the low (s even) or high (s odd) nibbles of qs[32 (s / 2) ..][32].
 struct Q4_K {
-  static constexpr int kWeightsPerChunk = 32;
+  static constexpr bool kQuant = true;
   template <int R>
-  static __device__ void Dot(const DeviceMatrix& w, const float*, Q8Act x, int64_t o, int64_t c, int64_t r0,
-                             int nr, float* acc) {
-    const int64_t nb = w.cols / 256, b = c >> 3;
-    const int j = static_cast<int>((c >> 1) & 3), h = static_cast<int>(c & 1);
-    const uint8_t* blk = w.q + (o * nb + b) * 144;
+  static __device__ void Terms(const DeviceMatrix& w, Q8Act x, int64_t o, int64_t b, int64_t r0, int nr,
+                               float* t) {
+    const int64_t nb = w.cols / 32;
+    const int s = static_cast<int>(b & 7), j = s >> 1;
+    const uint8_t* blk = w.q + (o * (w.cols / 256) + (b >> 3)) * 144;
     const int4 head = Load16(blk);
-    const int4 qs = Load16(blk + 16 + 32 * j + 16 * h);
-    const uint8_t* sc = reinterpret_cast<const uint8_t*>(&head) + 4;
+    const int shift = 4 * (s & 1);
+    const int4 n0 = And(Shr(Load16(blk + 16 + 32 * j), shift), 0x0F0F0F0F);
+    const int4 n1 = And(Shr(Load16(blk + 32 + 32 * j), shift), 0x0F0F0F0F);
+    const uint8_t* hb = reinterpret_cast<const uint8_t*>(&head);
+    int sc, m;
+    Q4_KScaleMin(hb + 4, s, &sc, &m);
     const float d = Half(static_cast<uint16_t>(head.x & 0xFFFF)),
-                dmin = Half(static_cast<uint16_t>(head.x >> 16));
-    float scale[2], minv[2];
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      const int s = 2 * j + k;
-      int sv, mv;
-      if (s < 4) {
-        sv = sc[s] & 63;
-        mv = sc[s + 4] & 63;
-      } else {
-        sv = (sc[s + 4] & 0xF) | ((sc[s - 4] >> 6) << 4);
-        mv = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
-      }
-      scale[k] = d * static_cast<float>(sv);
-      minv[k] = dmin * static_cast<float>(mv);
-    }
-    const int4 lo = And(qs, 0x0F0F0F0F), hi = And(Shr(qs, 4), 0x0F0F0F0F);
-    const int64_t e0 = b * 256 + 64 * j + 16 * h;  // first weight of the low half
+                dmin = Half(static_cast<uint16_t>(static_cast<unsigned>(head.x) >> 16));
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       if (r >= nr) break;
       const int64_t row = r0 + r;
-      const int8_t* xr = x.q + row * w.cols;
-      const float* dr = x.d + row * (w.cols / 32);
-      const int4 x0 = Load16(xr + e0), x1 = Load16(xr + e0 + 32);
-      const float t0 =
-          __fmaf_rn(scale[0], static_cast<float>(Dot16(lo, x0)), -minv[0] * static_cast<float>(Sum16(x0)));
-      const float t1 =
-          __fmaf_rn(scale[1], static_cast<float>(Dot16(hi, x1)), -minv[1] * static_cast<float>(Sum16(x1)));
-      acc[r] = __fmaf_rn(dr[e0 / 32], t0, acc[r]);
-      acc[r] = __fmaf_rn(dr[e0 / 32 + 1], t1, acc[r]);
+      const int8_t* xp = x.q + row * w.cols + b * 32;
+      const int4 x0 = Load16(xp), x1 = Load16(xp + 16);
+      t[r] =
+          Q4_KTerm(Dot16(n0, x0) + Dot16(n1, x1), Sum16(x0) + Sum16(x1), sc, m, d, dmin, x.d[row * nb + b]);
     }
   }
 };
 
 // Q6_K repacked (weights.h): 208-byte blocks (ql[128], qh[64], scales[16]) and the f16 d apart.
-// Chunk c covers 64 weights of block c / 4: half n = (c / 2) % 2, l0 = 16 * (c % 2); the weights
-// 128n + 32k + l0 + i (k = 0..3, i < 16), sub-block scale scales[8n + l0 / 16 + 2k].
+// Block s = 4n + k of a super-block holds weights 128n + 32k + l (l < 32): low 4 bits in the low
+// (k < 2) or high nibbles of ql[64n + 32 (k % 2) + l], high 2 bits at bit 2k of qh[32n + l], scales
+// scales[2s] (l < 16) and scales[2s + 1].
 struct Q6_K {
-  static constexpr int kWeightsPerChunk = 64;
+  static constexpr bool kQuant = true;
   template <int R>
-  static __device__ void Dot(const DeviceMatrix& w, const float*, Q8Act x, int64_t o, int64_t c, int64_t r0,
-                             int nr, float* acc) {
-    const int64_t nb = w.cols / 256, b = c >> 2;
-    const int n = static_cast<int>((c >> 1) & 1), l0 = 16 * static_cast<int>(c & 1);
-    const uint8_t* blk = w.q + (o * nb + b) * 208;
-    const int4 qa = Load16(blk + 64 * n + l0), qb = Load16(blk + 64 * n + 32 + l0);
-    const int4 qh = Load16(blk + 128 + 32 * n + l0);
-    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192 + 8 * n + l0 / 16);
-    const float d = Half(w.d[o * nb + b]);
-    int4 q[4];
-    q[0] = And(qa, 0x0F0F0F0F);
-    q[1] = And(qb, 0x0F0F0F0F);
-    q[2] = And(Shr(qa, 4), 0x0F0F0F0F);
-    q[3] = And(Shr(qb, 4), 0x0F0F0F0F);
-    float s[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int4 h2 = And(Shr(qh, 2 * k), 0x03030303);
-      q[k] = make_int4(__vsub4(q[k].x | (h2.x << 4), 0x20202020), __vsub4(q[k].y | (h2.y << 4), 0x20202020),
-                       __vsub4(q[k].z | (h2.z << 4), 0x20202020), __vsub4(q[k].w | (h2.w << 4), 0x20202020));
-      s[k] = d * static_cast<float>(sc[2 * k]);
-    }
-    const int64_t e0 = b * 256 + 128 * n + l0;
+  static __device__ void Terms(const DeviceMatrix& w, Q8Act x, int64_t o, int64_t b, int64_t r0, int nr,
+                               float* t) {
+    const int64_t nb = w.cols / 32, sb = o * (w.cols / 256) + (b >> 3);
+    const int s = static_cast<int>(b & 7), n = s >> 2, k = s & 3;
+    const uint8_t* blk = w.q + sb * 208;
+    const int shift = k >= 2 ? 4 : 0;
+    const uint8_t* ql = blk + 64 * n + 32 * (k & 1);
+    const uint8_t* qh = blk + 128 + 32 * n;
+    const int4 q0 =
+        Q6Values(And(Shr(Load16(ql), shift), 0x0F0F0F0F), And(Shr(Load16(qh), 2 * k), 0x03030303));
+    const int4 q1 =
+        Q6Values(And(Shr(Load16(ql + 16), shift), 0x0F0F0F0F), And(Shr(Load16(qh + 16), 2 * k), 0x03030303));
+    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192 + 2 * s);
+    const int s_lo = sc[0], s_hi = sc[1];
+    const float d = Half(w.d[sb]);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       if (r >= nr) break;
       const int64_t row = r0 + r;
-      const int8_t* xr = x.q + row * w.cols;
-      const float* dr = x.d + row * (w.cols / 32);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const int64_t e = e0 + 32 * k;
-        acc[r] = __fmaf_rn(dr[e / 32] * s[k], static_cast<float>(Dot16(q[k], Load16(xr + e))), acc[r]);
-      }
+      const int8_t* xp = x.q + row * w.cols + b * 32;
+      t[r] = Q6_KTerm(Dot16(q0, Load16(xp)), Dot16(q1, Load16(xp + 16)), s_lo, s_hi, d, x.d[row * nb + b]);
     }
   }
 };
@@ -154,10 +113,11 @@ struct Q6_K {
 // F16 / BF16 / F32: chunk c is 16 bytes of the row; activations in f32.
 template <MatFormat F>
 struct Float {
+  static constexpr bool kQuant = false;
   static constexpr int kWeightsPerChunk = F == MatFormat::kF32 ? 4 : 8;
   template <int R>
-  static __device__ void Dot(const DeviceMatrix& w, const float* x, Q8Act, int64_t o, int64_t c, int64_t r0,
-                             int nr, float* acc) {
+  static __device__ void Dot(const DeviceMatrix& w, const float* x, int64_t o, int64_t c, int64_t r0, int nr,
+                             float* acc) {
     constexpr int kN = kWeightsPerChunk;
     const int4 raw = Load16(w.q + (o * w.cols + c * kN) * (F == MatFormat::kF32 ? 4 : 2));
     float wv[kN];
@@ -187,12 +147,67 @@ struct Float {
   }
 };
 
-// Warps per output row: long rows are split over the 4 warps of a block (each takes every 4th run of
-// 32 chunks) so a matrix with few rows still has enough loads in flight. A function of the row length
-// alone, like everything that decides the order of a row's sum.
+// Warps per output row: long rows are split over the 4 warps of a block so a matrix with few rows
+// still has enough loads in flight. A function of the row length alone, like everything that decides
+// the order of a row's sum. Float formats: warp p takes every 4th run of 32 chunks; quantized formats:
+// the pieces of qblock.cuh.
 template <class F>
 __host__ __device__ constexpr int WarpsPerRow(int64_t cols) {
-  return cols / F::kWeightsPerChunk >= 256 ? kWarps : 1;
+  if constexpr (F::kQuant) {
+    return QuantPieces(cols);
+  } else {
+    return cols / F::kWeightsPerChunk >= 256 ? kWarps : 1;
+  }
+}
+
+// The sum of this warp's share of row o (one f32 per activation row) for a float format: per-lane
+// chains over the chunks c = piece * 32 + lane + k * 32 * WPR, then a butterfly.
+template <class F, int R, int WPR>
+__device__ __forceinline__ void FloatRowSum(const DeviceMatrix& w, const float* x, int64_t o, int piece,
+                                            int lane, int64_t r0, int nr, float* acc) {
+  const int64_t chunks = w.cols / F::kWeightsPerChunk, step = 32 * WPR;
+  int64_t c = piece * 32 + lane;
+  // Two chunks per iteration so their loads are in flight together; the sums stay in chunk order.
+  for (; c + step < chunks; c += 2 * step) {
+    F::template Dot<R>(w, x, o, c, r0, nr, acc);
+    F::template Dot<R>(w, x, o, c + step, r0, nr, acc);
+  }
+  if (c < chunks) F::template Dot<R>(w, x, o, c, r0, nr, acc);
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int m = 16; m > 0; m >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], m);
+  }
+}
+
+// The same for a quantized format, in qblock.cuh's order: four segments per round, lane l on block
+// l % 8 of segment l / 8; the xor butterfly over 8 lanes builds each segment's tree (float addition
+// is commutative, so both lanes of a pair hold the same bits), then the round's segments are added
+// in order. Every lane ends with the piece's sum.
+template <class F, int R, int WPR>
+__device__ __forceinline__ void QuantRowSum(const DeviceMatrix& w, Q8Act xq, int64_t o, int piece, int lane,
+                                            int64_t r0, int nr, float* acc) {
+  const int64_t nb = w.cols / 32, ng = QuantSegments(w.cols);
+  const int64_t g_end = PieceBegin(ng, WPR, piece + 1);
+#pragma unroll 2
+  for (int64_t g0 = PieceBegin(ng, WPR, piece); g0 < g_end; g0 += 4) {
+    const int64_t g = g0 + (lane >> 3), b = g * kBlocksPerSegment + (lane & 7);
+    float t[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) t[r] = 0.0f;
+    if (g < g_end && b < nb) F::template Terms<R>(w, xq, o, b, r0, nr, t);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int m = 1; m < 8; m <<= 1) t[r] = __fadd_rn(t[r], __shfl_xor_sync(0xffffffffu, t[r], m));
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if (g0 + k >= g_end) break;
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r] = __fadd_rn(acc[r], __shfl_sync(0xffffffffu, t[r], 8 * k));
+    }
+  }
 }
 
 // Blocks [first[k], first[k + 1]) of the grid compute matrix k of the job; each block computes
@@ -218,19 +233,11 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.0f;
   if (o < w.rows) {
-    const int64_t chunks = w.cols / F::kWeightsPerChunk, step = 32 * WPR;
-    int64_t c = piece * 32 + lane;
-    // Two chunks per iteration so their loads are in flight together; the sums stay in chunk order.
-    for (; c + step < chunks; c += 2 * step) {
-      F::template Dot<R>(w, x, xq, o, c, r0, nr, acc);
-      F::template Dot<R>(w, x, xq, o, c + step, r0, nr, acc);
+    if constexpr (F::kQuant) {
+      QuantRowSum<F, R, WPR>(w, xq, o, piece, lane, r0, nr, acc);
+    } else {
+      FloatRowSum<F, R, WPR>(w, x, o, piece, lane, r0, nr, acc);
     }
-    if (c < chunks) F::template Dot<R>(w, x, xq, o, c, r0, nr, acc);
-  }
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-#pragma unroll
-    for (int m = 16; m > 0; m >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], m);
   }
   if constexpr (WPR > 1) {
     if (lane == 0) {
@@ -243,7 +250,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int r = 0; r < R; ++r) {
       float v = part[warp][r];
 #pragma unroll
-      for (int p = 1; p < WPR; ++p) v += part[warp + p][r];
+      for (int p = 1; p < WPR; ++p) v = __fadd_rn(v, part[warp + p][r]);
       acc[r] = v;
     }
   }
@@ -252,10 +259,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     if (r >= nr) break;
-    float v = acc[r];
-    if (out.bias != nullptr) v += out.bias[o];
-    out.y[(r0 + r) * out.ldy + o] = v;
-    if (out.residual != nullptr) out.residual[(r0 + r) * out.ldr + o] += v;
+    StoreResult(out, r0 + r, o, acc[r]);
   }
 }
 
@@ -287,6 +291,7 @@ cudaError_t Launch(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, cu
 
 cudaError_t MatVec(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, cudaStream_t stream) {
   if (n <= 0 || job.count <= 0) return cudaSuccess;
+  if (ReadsQ8(job.w[0].format) && n >= kGemmMinRows) return QuantGemm(job, xq, n, stream);
   switch (job.w[0].format) {
     case MatFormat::kQ8_0: return Launch<Q8_0>(job, x, xq, n, stream);
     case MatFormat::kQ4_K: return Launch<Q4_K>(job, x, xq, n, stream);

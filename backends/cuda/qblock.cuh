@@ -1,0 +1,98 @@
+// The sum of a quantized weight row against int8 activations, defined once for the matrix-vector
+// kernel (matvec.cu, decode) and the tensor-core GEMM (gemm.cu, prefill and large batches), so the two
+// produce the same bits and a row's result never depends on which kernel the batch size picked.
+//
+// A row of `cols` weights is nb = cols / 32 blocks of 32. Block b contributes one f32 term computed
+// from its exact integer dot product with the activations (the Term functions below: the integer dot is
+// the same whatever order the hardware sums it in, so dp4a and mma agree). The terms are summed:
+//   1. in segments of 8 consecutive blocks (256 weights, one K-quant super-block), as the tree
+//      ((t0 + t1) + (t2 + t3)) + ((t4 + t5) + (t6 + t7)), blocks past the row's end counting as +0;
+//   2. segments left to right within each of P pieces (P = 4 for rows of 4096 weights or more, else 1;
+//      piece p holds segments [ng * p / P, ng * (p + 1) / P) of the ng), starting from +0;
+//   3. pieces left to right.
+// Every step is an explicitly rounded operation (no contraction into fused multiply-adds), so the order
+// is a function of `cols` alone.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "backends/cuda/kernels.h"  // MatVecOut
+
+namespace fak::cuda {
+
+constexpr int kBlocksPerSegment = 8;
+
+__host__ __device__ constexpr int64_t QuantSegments(int64_t cols) {
+  return (cols / 32 + kBlocksPerSegment - 1) / kBlocksPerSegment;
+}
+__host__ __device__ constexpr int QuantPieces(int64_t cols) { return cols / 32 >= 128 ? 4 : 1; }
+__host__ __device__ constexpr int64_t PieceBegin(int64_t segments, int pieces, int p) {
+  return segments * p / pieces;
+}
+
+// Q8_0: isum = the block's integer dot; dw its f16 scale, dx the activations' block scale.
+__device__ __forceinline__ float Q8_0Term(int isum, float dw, float dx) {
+  return __fmul_rn(__int2float_rn(isum), __fmul_rn(dw, dx));
+}
+
+// Q4_K sub-block: isum = dot of the 4-bit quants with the activations, xsum = the activations' sum;
+// sc and m the 6-bit scale and min, d and dmin the super-block's f16 factors.
+__device__ __forceinline__ float Q4_KTerm(int isum, int xsum, int sc, int m, float d, float dmin, float dx) {
+  return __fmul_rn(dx, __fmaf_rn(d, __int2float_rn(sc * isum), -__fmul_rn(dmin, __int2float_rn(m * xsum))));
+}
+
+// Q6_K: the block's two 16-weight halves with their int8 scales; d the super-block's f16 factor.
+__device__ __forceinline__ float Q6_KTerm(int isum_lo, int isum_hi, int s_lo, int s_hi, float d, float dx) {
+  return __fmul_rn(__int2float_rn(s_lo * isum_lo + s_hi * isum_hi), __fmul_rn(d, dx));
+}
+
+// Scale and min of sub-block s (0..7) from the 12 packed bytes of a Q4_K super-block.
+__device__ __forceinline__ void Q4_KScaleMin(const uint8_t* sc, int s, int* scale, int* min) {
+  if (s < 4) {
+    *scale = sc[s] & 63;
+    *min = sc[s + 4] & 63;
+  } else {
+    *scale = (sc[s + 4] & 0xF) | ((sc[s - 4] >> 6) << 4);
+    *min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+  }
+}
+
+__device__ __forceinline__ float Tree8(const float* t) {
+  return __fadd_rn(__fadd_rn(__fadd_rn(t[0], t[1]), __fadd_rn(t[2], t[3])),
+                   __fadd_rn(__fadd_rn(t[4], t[5]), __fadd_rn(t[6], t[7])));
+}
+
+__device__ __forceinline__ float HalfBits(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ int4 Load16(const void* p) { return __ldg(reinterpret_cast<const int4*>(p)); }
+__device__ __forceinline__ int Dot16(int4 a, int4 b) {
+  int s = __dp4a(a.x, b.x, 0);
+  s = __dp4a(a.y, b.y, s);
+  s = __dp4a(a.z, b.z, s);
+  return __dp4a(a.w, b.w, s);
+}
+__device__ __forceinline__ int Sum16(int4 b) {
+  return Dot16(make_int4(0x01010101, 0x01010101, 0x01010101, 0x01010101), b);
+}
+__device__ __forceinline__ int4 And(int4 a, int m) { return make_int4(a.x & m, a.y & m, a.z & m, a.w & m); }
+__device__ __forceinline__ int4 Shr(int4 a, int s) {
+  return make_int4(
+      static_cast<int>(static_cast<unsigned>(a.x) >> s), static_cast<int>(static_cast<unsigned>(a.y) >> s),
+      static_cast<int>(static_cast<unsigned>(a.z) >> s), static_cast<int>(static_cast<unsigned>(a.w) >> s));
+}
+// The 6-bit Q6_K quants of 16 weights from their low 4 bits (lo, one per byte) and 2 high bits (hi),
+// minus 32: int8 values in -32..31.
+__device__ __forceinline__ int4 Q6Values(int4 lo, int4 hi) {
+  return make_int4(__vsub4(lo.x | (hi.x << 4), 0x20202020), __vsub4(lo.y | (hi.y << 4), 0x20202020),
+                   __vsub4(lo.z | (hi.z << 4), 0x20202020), __vsub4(lo.w | (hi.w << 4), 0x20202020));
+}
+
+// y[r][o] = v (+ bias[o]); then residual[r][o] += that value.
+__device__ __forceinline__ void StoreResult(const MatVecOut& out, int64_t r, int64_t o, float v) {
+  if (out.bias != nullptr) v += out.bias[o];
+  out.y[r * out.ldy + o] = v;
+  if (out.residual != nullptr) out.residual[r * out.ldr + o] += v;
+}
+
+}  // namespace fak::cuda
