@@ -5,7 +5,8 @@
 namespace fak {
 
 Result<std::unique_ptr<Session>> Session::Create(Runtime& runtime, SessionOptions options) {
-  if (options.prefill_chunk <= 0) return InvalidArgument("session: the prefill chunk must be positive");
+  if (options.prefill_chunk < 0) return InvalidArgument("session: the prefill chunk must not be negative");
+  if (options.prefill_chunk == 0) options.prefill_chunk = runtime.backend().PrefillRows();
   FAK_ASSIGN_OR_RETURN(std::unique_ptr<Sequence> seq, runtime.NewSequence());
   return std::unique_ptr<Session>(new Session(runtime, options, std::move(seq)));
 }

@@ -14,7 +14,7 @@
 namespace fak {
 
 struct SessionOptions {
-  int64_t prefill_chunk = 256;
+  int64_t prefill_chunk = 0;  // rows per forward pass while prefilling; 0: the backend's PrefillRows()
 };
 
 class Session {

@@ -112,6 +112,8 @@ class Backend {
   virtual std::string name() const = 0;
   // Worker threads (CPU) or 0.
   virtual int threads() const = 0;
+  // Rows per forward pass that a long prompt is best cut into (its prefill chunk).
+  virtual int64_t PrefillRows() const { return 256; }
   virtual const WeightLayout& layout() const = 0;
 
   // --- Weights: bound once after loading; checks type, shape and layout here, never per call.

@@ -16,7 +16,7 @@ constexpr int kTile = 128;  // threads per block and positions per tile
 constexpr int kMaxHeadDim = 256;
 
 __device__ __forceinline__ float BlockReduce(float v, float* scratch, bool max) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x % kTile) >> 5;  // warp of its group of kTile
 #pragma unroll
   for (int m = 16; m > 0; m >>= 1) {
     const float o = __shfl_xor_sync(0xffffffffu, v, m);
@@ -117,19 +117,31 @@ __global__ void __launch_bounds__(kTile)
 // the weighted sum of values by warps, warp w taking the tile's positions w, w + 4, ... and each lane
 // kDims of the head's dims, so a warp reads whole value rows at once; the four warps' sums are added
 // in warp order at the end. Fixed by the head size and the context alone.
-template <typename T, int kDims>
-__global__ void __launch_bounds__(kTile)
+//
+// A block is kHeads groups of 128 threads, group h computing query head blockIdx.y * kHeads + h of
+// its row with exactly the arithmetic above. With kStaged (prefill: the kHeads query heads of one KV
+// head) each tile's keys and values are first copied to shared memory, once for the kHeads heads, in
+// coalesced 16-byte loads: the heads read them there instead of each from global memory. Where a
+// value is read from changes no bit, so a row's result is the same whichever variant ran.
+template <typename T, int kDims, int kHeads, bool kStaged>
+__global__ void __launch_bounds__(kTile* kHeads)
     AttentionWarpKernel(DeviceKv kv, DeviceBatch b, int64_t layer, const float* q, int64_t n_head,
                         float scale, float* out, int8_t* oq, float* od) {
   constexpr int kHd = kDims * 32;
   constexpr int kPerLoad = 16 / sizeof(T);
-  __shared__ float qs[kHd];
-  __shared__ float p[kTile];
-  __shared__ float scratch[kTile / 32];
-  __shared__ float sums[kTile / 32][kHd];
-  const int64_t row = blockIdx.x, head = blockIdx.y;
+  constexpr int kKeyStride = kHd + 16 / sizeof(T);  // staged keys: rows padded by 16 bytes
+  __shared__ float qs_all[kHeads][kHd];
+  __shared__ float p_all[kHeads][kTile];
+  __shared__ float scratch_all[kHeads][kTile / 32];
+  __shared__ float sums_all[kHeads][kTile / 32][kHd];
+  extern __shared__ __align__(16) uint8_t staged[];
+  const int sub = threadIdx.x / kTile;
+  float* qs = qs_all[sub];
+  float* p = p_all[sub];
+  float* scratch = scratch_all[sub];
+  const int64_t row = blockIdx.x, head = static_cast<int64_t>(blockIdx.y) * kHeads + sub;
   const int64_t group = n_head / kv.n_kv_head, g = head / group;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int tid = threadIdx.x % kTile, lane = tid & 31, warp = tid >> 5;
   const int64_t width = n_head * kHd;
   for (int i = tid; i < kHd; i += kTile) qs[i] = q[row * width + head * kHd + i];
   __syncthreads();
@@ -138,17 +150,36 @@ __global__ void __launch_bounds__(kTile)
   const int64_t block = kv.page_tokens * kHd;
   const int64_t k_off = ((layer * 2 + 0) * kv.n_kv_head + g) * block;
   const int64_t v_off = ((layer * 2 + 1) * kv.n_kv_head + g) * block;
+  T* ks = reinterpret_cast<T*>(staged);
+  T* vs = ks + kTile * kKeyStride;
 
   float m = -FLT_MAX, l = 0.0f;
   float acc[kDims];
 #pragma unroll
   for (int j = 0; j < kDims; ++j) acc[j] = 0.0f;
   for (int64_t t0 = 0; t0 < ctx; t0 += kTile) {
+    const int64_t n = ctx - t0 < kTile ? ctx - t0 : kTile;
+    if constexpr (kStaged) {
+      constexpr int kChunks = kHd / kPerLoad;  // 16-byte chunks per key or value row
+      __syncthreads();                         // the previous tile's reads are done
+      for (int c = threadIdx.x; c < n * kChunks; c += kTile * kHeads) {
+        const int64_t j = c / kChunks, pos = t0 + j;
+        const int part = static_cast<int>(c % kChunks);
+        const T* base = static_cast<const T*>(kv.page_ptr[table[pos / kv.page_tokens]]) +
+                        (pos % kv.page_tokens) * kHd + part * kPerLoad;
+        *reinterpret_cast<int4*>(ks + j * kKeyStride + part * kPerLoad) =
+            *reinterpret_cast<const int4*>(base + k_off);
+        *reinterpret_cast<int4*>(vs + j * kHd + part * kPerLoad) =
+            *reinterpret_cast<const int4*>(base + v_off);
+      }
+      __syncthreads();
+    }
     const int64_t t = t0 + tid;
     float s = -FLT_MAX;
     if (t < ctx) {
-      const T* key =
-          static_cast<const T*>(kv.page_ptr[table[t / kv.page_tokens]]) + k_off + (t % kv.page_tokens) * kHd;
+      const T* key = kStaged ? ks + tid * kKeyStride
+                             : static_cast<const T*>(kv.page_ptr[table[t / kv.page_tokens]]) + k_off +
+                                   (t % kv.page_tokens) * kHd;
       float dot = 0.0f;
 #pragma unroll
       for (int i = 0; i < kHd; i += kPerLoad) {
@@ -157,21 +188,21 @@ __global__ void __launch_bounds__(kTile)
 #pragma unroll
         for (int u = 0; u < kPerLoad; ++u) dot = __fmaf_rn(qs[i + u], ToFloat(e[u]), dot);
       }
-      s = dot * scale;
+      s = __fmul_rn(dot, scale);
     }
     const float m_new = fmaxf(m, BlockReduce(s, scratch, true));
     const float alpha = expf(m - m_new);
     const float pt = t < ctx ? expf(s - m_new) : 0.0f;
     p[tid] = pt;
-    l = l * alpha + BlockReduce(pt, scratch, false);  // the reduction's barrier also publishes p
-    const int64_t n = ctx - t0 < kTile ? ctx - t0 : kTile;
+    l = __fmaf_rn(l, alpha, BlockReduce(pt, scratch, false));  // the reduction's barrier also publishes p
 #pragma unroll
-    for (int j = 0; j < kDims; ++j) acc[j] *= alpha;
+    for (int j = 0; j < kDims; ++j) acc[j] = __fmul_rn(acc[j], alpha);
 #pragma unroll 4
     for (int64_t jt = warp; jt < n; jt += kTile / 32) {
       const int64_t pos = t0 + jt;
-      const T* val = static_cast<const T*>(kv.page_ptr[table[pos / kv.page_tokens]]) + v_off +
-                     (pos % kv.page_tokens) * kHd + lane * kDims;
+      const T* val = kStaged ? vs + jt * kHd + lane * kDims
+                             : static_cast<const T*>(kv.page_ptr[table[pos / kv.page_tokens]]) + v_off +
+                                   (pos % kv.page_tokens) * kHd + lane * kDims;
       const float pj = p[jt];
 #pragma unroll
       for (int j = 0; j < kDims; ++j) acc[j] = __fmaf_rn(pj, ToFloat(val[j]), acc[j]);
@@ -179,6 +210,7 @@ __global__ void __launch_bounds__(kTile)
     m = m_new;
     __syncthreads();  // p is rewritten by the next tile
   }
+  float(*sums)[kHd] = sums_all[sub];
 #pragma unroll
   for (int j = 0; j < kDims; ++j) sums[warp][lane * kDims + j] = acc[j];
   __syncthreads();
@@ -186,8 +218,8 @@ __global__ void __launch_bounds__(kTile)
   for (int i = tid; i < kHd; i += kTile) {
     float v = sums[0][i];
 #pragma unroll
-    for (int w = 1; w < kTile / 32; ++w) v += sums[w][i];
-    v /= l;
+    for (int w = 1; w < kTile / 32; ++w) v = __fadd_rn(v, sums[w][i]);
+    v = __fdiv_rn(v, l);
     o[i] = v;
     if (oq == nullptr) continue;
     // kHd is a multiple of 32, so each warp quantizes whole 32-element runs.
@@ -201,20 +233,83 @@ __global__ void __launch_bounds__(kTile)
   }
 }
 
+// Shared memory of a staged block: the tile's keys (rows padded) and values.
+template <typename T, int kDims>
+constexpr int StagedBytes() {
+  return kTile * (kDims * 32 + 16 / static_cast<int>(sizeof(T))) * static_cast<int>(sizeof(T)) +
+         kTile * kDims * 32 * static_cast<int>(sizeof(T));
+}
+
+// The staged kernel for `group` query heads per KV head (f16 caches, groups of 2..8 heads); false
+// when there is no such variant, and the per-head kernel runs.
+template <int kDims, int kHeads>
+bool LaunchStagedAs(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q, int64_t rows,
+                    int64_t n_head, float scale, float* out, int8_t* oq, float* od, cudaStream_t stream,
+                    cudaError_t* err) {
+  constexpr int kBytes = StagedBytes<__half, kDims>();
+  auto kernel = AttentionWarpKernel<__half, kDims, kHeads, true>;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+  if (attr != cudaSuccess) {
+    *err = attr;
+    return true;
+  }
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(kv.n_kv_head));
+  kernel<<<grid, kTile * kHeads, kBytes, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od);
+  *err = cudaGetLastError();
+  return true;
+}
+
+template <int kDims>
+bool LaunchStaged(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q, int64_t rows,
+                  int64_t n_head, float scale, float* out, int8_t* oq, float* od, cudaStream_t stream,
+                  cudaError_t* err) {
+  switch (n_head / kv.n_kv_head) {
+    case 2: return LaunchStagedAs<kDims, 2>(kv, b, layer, q, rows, n_head, scale, out, oq, od, stream, err);
+    case 4: return LaunchStagedAs<kDims, 4>(kv, b, layer, q, rows, n_head, scale, out, oq, od, stream, err);
+    case 6: return LaunchStagedAs<kDims, 6>(kv, b, layer, q, rows, n_head, scale, out, oq, od, stream, err);
+    case 7: return LaunchStagedAs<kDims, 7>(kv, b, layer, q, rows, n_head, scale, out, oq, od, stream, err);
+    case 8: return LaunchStagedAs<kDims, 8>(kv, b, layer, q, rows, n_head, scale, out, oq, od, stream, err);
+    default: return false;
+  }
+}
+
+constexpr int64_t kStagedMinRows = 16;  // batches of this many rows stage keys and values (same bits)
+
 template <typename T>
 cudaError_t LaunchAttention(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q,
                             int64_t rows, int64_t n_head, float scale, float* out, int8_t* oq, float* od,
                             cudaStream_t stream) {
+  if constexpr (sizeof(T) == 2) {
+    cudaError_t err = cudaSuccess;
+    if (rows >= kStagedMinRows) {
+      if (kv.head_dim == 64 &&
+          LaunchStaged<2>(kv, b, layer, q, rows, n_head, scale, out, oq, od, stream, &err)) {
+        return err;
+      }
+      if (kv.head_dim == 128 &&
+          LaunchStaged<4>(kv, b, layer, q, rows, n_head, scale, out, oq, od, stream, &err)) {
+        return err;
+      }
+      if (kv.head_dim == 256 &&
+          LaunchStaged<8>(kv, b, layer, q, rows, n_head, scale, out, oq, od, stream, &err)) {
+        return err;
+      }
+    }
+  }
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_head));
   switch (kv.head_dim) {
     case 64:
-      AttentionWarpKernel<T, 2><<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od);
+      AttentionWarpKernel<T, 2, 1, false>
+          <<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od);
       break;
     case 128:
-      AttentionWarpKernel<T, 4><<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od);
+      AttentionWarpKernel<T, 4, 1, false>
+          <<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od);
       break;
     case 256:
-      AttentionWarpKernel<T, 8><<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od);
+      AttentionWarpKernel<T, 8, 1, false>
+          <<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od);
       break;
     default: AttentionKernel<T><<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od);
   }

@@ -97,6 +97,7 @@ class CudaBackend final : public Backend {
     }
     for (auto& s : states_) cudaFree(s.data);
     cudaFreeHost(up_.host);
+    cudaFree(split_);
     cudaFree(up_.dev);
     cudaFreeHost(down_.host);
     cudaStreamDestroy(stream_);
@@ -104,6 +105,8 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   int threads() const override { return 0; }
+  // The GEMM tiles 64 activation rows; at 512 a 1.5B model's narrow matrices fill the GPU's 132 SMs.
+  int64_t PrefillRows() const override { return 512; }
   const WeightLayout& layout() const override { return CudaWeightLayout(); }
 
   Result<BoundWeight> BindMatrix(const Weight& w) override {
@@ -120,6 +123,10 @@ class CudaBackend final : public Backend {
           CudaStatus(cudaMemcpy(d, h.d.data(), h.d.size() * 2, cudaMemcpyHostToDevice), "scale upload"));
     }
     matrices_.push_back(m);
+    // Matrices narrow enough that the GEMM may compute their pieces in separate blocks (its scratch).
+    if (ReadsQ8(m.format) && QuantPieces(m.cols) > 1 && m.rows <= kSplitMaxRows) {
+      split_rows_ = std::max(split_rows_, m.rows);
+    }
     return BoundWeight{static_cast<int32_t>(matrices_.size() - 1), w.rows, w.cols};
   }
 
@@ -300,6 +307,7 @@ class CudaBackend final : public Backend {
     if (!error_.ok() || !DrainDownloads()) return;
     n_rows_ = static_cast<int64_t>(b.tokens.size());
     n_out_ = static_cast<int64_t>(b.out_rows.size());
+    ReserveSplit();
     tokens_.assign(b.tokens.begin(), b.tokens.end());
     // Everything the step uploads, in one pinned area: the batch arrays, every RoPE's cos/sin per row
     // (computed as the CPU backend computes them, in double), the embedded rows, and last the page
@@ -607,6 +615,27 @@ class CudaBackend final : public Backend {
 
   static size_t Align(size_t n) { return (n + 255) / 256 * 256; }
   static constexpr int64_t kGraphRows = 64;  // steps of at most this many rows run as graphs
+  static constexpr int64_t kSplitMaxRows = 4096;
+
+  // The GEMM's piece scratch for this step: for steps too large to run as graphs (a graph would keep
+  // the address), grown to the batch; without it (or if it cannot be had) the GEMM keeps a tile's
+  // pieces in one block, which gives the same bits.
+  void ReserveSplit() {
+    q_.SetSplit(nullptr, 0);
+    if (split_rows_ == 0 || n_rows_ <= kGraphRows) return;
+    const int64_t need = 4 * n_rows_ * split_rows_;
+    if (need > split_cap_) {
+      if (cudaStreamSynchronize(stream_) != cudaSuccess) return;
+      cudaFree(split_);
+      split_ = nullptr;
+      split_cap_ = 0;
+      auto p = DeviceAlloc(static_cast<size_t>(need) * 4, "the GEMM's piece scratch");
+      if (!p.ok()) return;
+      split_ = static_cast<float*>(*p);
+      split_cap_ = need;
+    }
+    q_.SetSplit(split_, split_cap_);
+  }
 
   struct PendingRope {
     Tensor x;
@@ -750,6 +779,9 @@ class CudaBackend final : public Backend {
   std::vector<float*> vectors_;
   std::vector<Embedding> embeddings_;
   int64_t max_embed_cols_ = 0;
+  int64_t split_rows_ = 0;  // the most rows of a matrix whose pieces the GEMM may split
+  float* split_ = nullptr;  // its scratch: split_cap_ floats
+  int64_t split_cap_ = 0;
   std::vector<RopeSpec> ropes_;
   Activations acts_;
   std::vector<KvStore> kv_;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -245,6 +246,55 @@ TEST(CudaOps, NormRopeSwiGluAttentionMatchTheCpuBackend) {
     // The CPU backend keeps f16 keys and values too; its own float order differs from the GPU's.
     EXPECT_LT(err, 2e-6) << names[i];
     RecordProperty(std::string(names[i]) + "_error", fmt::format("{:.3g}", err));
+  }
+}
+
+// Attention of a row alone (the per-head kernel) and inside a batch of 40 rows (keys and values staged
+// in shared memory once per KV head, for the query heads of its group): the same bits, for head sizes
+// 64 and 128 and groups of 6 and 4.
+TEST(CudaOps, AttentionRowsAreBitIdenticalAloneAndInABatch) {
+  SKIP_WITHOUT_GPU();
+  Pair be;
+  ASSERT_TRUE(be.gpu);
+  const int64_t n = 40, pt = 16;
+  for (const auto [hd, n_head, n_kv] : {std::tuple<int64_t, int64_t, int64_t>{128, 12, 2}, {64, 8, 2}}) {
+    SCOPED_TRACE("head_dim " + std::to_string(hd) + ", " + std::to_string(n_head) + " heads");
+    Backend& b = *be.gpu;
+    const OneSeq seq(n, pt);
+    const Tensor q = Upload(b, Random(static_cast<size_t>(n * n_head * hd), 21), n, n_head * hd, seq.plan());
+    const Tensor kt = Upload(b, Random(static_cast<size_t>(n * n_kv * hd), 22), n, n_kv * hd, seq.plan());
+    const Tensor vt = Upload(b, Random(static_cast<size_t>(n * n_kv * hd), 23), n, n_kv * hd, seq.plan());
+    auto kv = b.CreateKv({.n_layer = 1, .n_kv_head = n_kv, .head_dim = hd, .page_tokens = pt}, 8);
+    ASSERT_TRUE(kv.ok());
+    ASSERT_TRUE(b.GrowKv(*kv, static_cast<int64_t>(seq.pages.size())).ok());
+    b.SetBatch(seq.plan());
+    b.KvWrite(*kv, 0, kt, vt);
+    auto all = b.Alloc(n, n_head * hd);
+    ASSERT_TRUE(all.ok());
+    b.Attention(*kv, 0, q, 0.088f, *all);
+    const std::vector<float> batch = Fetch(b, *all);
+    const std::vector<float> qv = Fetch(b, q);
+    for (int64_t r : {int64_t{0}, int64_t{17}, int64_t{39}}) {
+      OneSeq one(1, pt);
+      one.positions = {static_cast<int32_t>(r)};
+      one.pages = seq.pages;
+      one.page_begin = seq.page_begin;
+      const std::vector<float> qr(qv.begin() + r * n_head * hd, qv.begin() + (r + 1) * n_head * hd);
+      const Tensor q1 = Upload(b, qr, 1, n_head * hd, one.plan());
+      auto o1 = b.Alloc(1, n_head * hd);
+      ASSERT_TRUE(o1.ok());
+      b.SetBatch(one.plan());
+      b.Attention(*kv, 0, q1, 0.088f, *o1);
+      const std::vector<float> got = Fetch(b, *o1);
+      EXPECT_EQ(std::memcmp(got.data(), &batch[static_cast<size_t>(r * n_head * hd)], got.size() * 4), 0)
+          << "row " << r;
+      b.Free(q1);
+      b.Free(*o1);
+    }
+    b.Free(q);
+    b.Free(kt);
+    b.Free(vt);
+    b.Free(*all);
   }
 }
 

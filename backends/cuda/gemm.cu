@@ -1,22 +1,23 @@
 // Quantized weights times many int8 activation rows on the tensor cores: prefill and large batches.
 //
 // A block of 128 threads computes a tile of 64 weight rows x 64 activation rows, one segment (8 blocks
-// of 32 weights, qblock.cuh) at a time: the segment's weights, unpacked to int8, and the activations go
-// to shared memory with their scales; each of the 4 warps then computes 32 x 32 outputs, one
+// of 32 weights, qblock.cuh) at a time. Each of the 4 warps computes 32 x 32 outputs with one
 // mma.sync.m16n8k32 (s8 in, exact s32 out) per 32-weight block (Q6_K: two m16n8k16, one per 16-weight
 // scale), turns each block's integer dot into its term and adds the terms in qblock.cuh's order, as the
 // matrix-vector kernel does. A row's result is therefore the same bits whichever kernel computed it,
 // and the batch size only decides which one runs.
 //
-// Inside a block the 32 bytes of a block are read in an order of our choosing, as long as the weights
-// and the activations use the same one (the integer dot does not care): lane q of a quad takes bytes
-// [8q, 8q + 8) as the mma's k = 4q..4q+3 and 16+4q..16+4q+3, one 8-byte load for two registers. Rows of
-// shared memory are padded to 288 bytes so those loads meet no bank conflicts (272 for Q6_K's 4-byte
-// loads).
+// The weights stay in their device layout in shared memory (Q4_K nibbles and Q6_K bit planes are taken
+// apart when the mma operands are built): cp.async brings segment s + 1 while segment s is computed,
+// two stages; the few scales per segment come through registers. Inside a block the bytes of a block
+// may be fed to the mma in any order that is the same for weights and activations (the integer dot
+// does not care): for the k32 formats lane q of a quad takes bytes [8q, 8q + 8) as k = 4q..4q+3 and
+// 16+4q..16+4q+3, one 8-byte load for two registers; row strides are chosen so those loads meet no
+// bank conflicts.
 //
-// Napkin math (pp512, 1.5B geometry): 1.3 G multiply-adds per token; each warp-segment is 64 mma (262 k
-// multiply-adds) and about 1,500 instructions, most of them the f32 terms: ~700 multiply-adds per SM per
-// clock, ~180 T/s on 132 SMs at 1.98 GHz, ~3.7 ms for the 512 tokens' matrices.
+// Napkin math (pp512, 1.5B geometry): 1.3 G multiply-adds per token, in 32-weight blocks: 20 M block
+// terms per token at ~5 instructions each (mma is a small part); at 4 warp-instructions per clock per
+// SM that is ~2.3 ms for the 512 tokens' matrices on 132 SMs at 1.98 GHz, the floor of this design.
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/qblock.cuh"
 
@@ -25,13 +26,14 @@ namespace {
 
 constexpr int kTile = 64;  // weight rows and activation rows per block
 constexpr int kThreads = 128;
-constexpr int kSegWeights = kBlocksPerSegment * 32;
+constexpr int kSeg = kBlocksPerSegment;  // blocks per segment
+constexpr int kSegWeights = kSeg * 32;
 
-__device__ __forceinline__ void Mma32(int* c, int a0, int a1, int a2, int a3, int b0, int b1) {
+__device__ __forceinline__ void Mma32(int* c, const int* a, int b0, int b1) {
   asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 __device__ __forceinline__ void Mma16(int* c, int a0, int a1, int b0) {
   asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
@@ -39,253 +41,348 @@ __device__ __forceinline__ void Mma16(int* c, int a0, int a1, int b0) {
       : "r"(a0), "r"(a1), "r"(b0));
 }
 
-// One segment of 64 activation rows: int8 values, block scales, and (for Q4_K's mins) block sums.
+// 16 bytes global -> shared without passing through registers; zeros when !valid (nothing is read).
+__device__ __forceinline__ void CopyAsync16(void* dst, const void* src, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void CopyCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void CopyWaitAllButLast() { asm volatile("cp.async.wait_group 1;\n" ::); }
+
+// One segment of 64 activation rows: int8 values (row stride kStride), block scales and (Q4_K) block
+// sums, both stored block-major so a lane reads its two activation rows' values in one 8-byte load.
 template <int kStride>
-struct TileX {
+struct alignas(16) XStage {
   int8_t q[kTile][kStride];
-  float d[kTile][kBlocksPerSegment + 1];  // + 1: conflict-free reads of 4 rows at a stride of 2
-  int sum[kTile][kBlocksPerSegment + 1];
+  float d[kSeg][kTile];
+  float sum[kSeg][kTile];  // exact: ExactFloat of the integer sums
 };
 
-template <int kStride, bool kSums>
-__device__ __forceinline__ void LoadX(TileX<kStride>& s, Q8Act x, int64_t cols, int64_t n, int64_t r0,
-                                      int64_t seg, int tid) {
+template <int kStride>
+__device__ __forceinline__ void IssueX(XStage<kStride>& s, Q8Act x, int64_t cols, int64_t n, int64_t r0,
+                                       int64_t seg, int tid) {
   const int64_t nb = cols / 32;
   for (int c = tid; c < kTile * 16; c += kThreads) {  // 16 chunks of 16 bytes per row
     const int row = c >> 4, col = c & 15;
-    const int64_t r = r0 + row, b = seg * kBlocksPerSegment + (col >> 1);
-    int4 v = make_int4(0, 0, 0, 0);
-    if (r < n && b < nb) v = Load16(x.q + r * cols + seg * kSegWeights + col * 16);
-    *reinterpret_cast<int4*>(&s.q[row][col * 16]) = v;
-    if constexpr (kSums) {
-      // Threads c and c ^ 1 hold the two halves of one block (every lane of the warp is here).
-      int sum = Sum16(v);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      if ((col & 1) == 0) s.sum[row][col >> 1] = sum;
-    }
-  }
-  for (int c = tid; c < kTile * kBlocksPerSegment; c += kThreads) {
-    const int row = c >> 3, k = c & 7;
-    const int64_t r = r0 + row, b = seg * kBlocksPerSegment + k;
-    s.d[row][k] = r < n && b < nb ? x.d[r * nb + b] : 0.0f;
+    const int64_t r = r0 + row, b = seg * kSeg + (col >> 1);
+    const bool ok = r < n && b < nb;
+    CopyAsync16(&s.q[row][col * 16], ok ? x.q + r * cols + seg * kSegWeights + col * 16 : x.q, ok);
   }
 }
 
-// Per block of the segment, the 32 x 32 outputs of a warp (rows 32 wm .., activation rows 32 wn ..)
-// with one m16n8k32 each, the terms by F::Term, the segment's tree added to `piece`.
-template <class F>
-__device__ __forceinline__ void ComputeK32(const typename F::Smem& s, const TileX<F::kStride>& x, int wm,
-                                           int wn, int lane, int nvalid, float (&piece)[2][4][4]) {
-  const int g = lane >> 2, q = lane & 3;
+// The activation scales of a segment: 4 per thread, fetched a segment ahead and stored after.
+struct XScales {
+  float v[kTile * kSeg / kThreads];
+  __device__ __forceinline__ void Load(Q8Act x, int64_t cols, int64_t n, int64_t r0, int64_t seg, int tid) {
+    const int64_t nb = cols / 32;
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int row = 32 * wm + 16 * i + g;
-    int2 alo[kBlocksPerSegment], ahi[kBlocksPerSegment];
-#pragma unroll
-    for (int b = 0; b < kBlocksPerSegment; ++b) {
-      alo[b] = *reinterpret_cast<const int2*>(&s.w[row][32 * b + 8 * q]);
-      ahi[b] = *reinterpret_cast<const int2*>(&s.w[row + 8][32 * b + 8 * q]);
-    }
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int tok = 32 * wn + 8 * j + g, tq = 32 * wn + 8 * j + 2 * q;
-      float t[4][kBlocksPerSegment];
-#pragma unroll
-      for (int b = 0; b < kBlocksPerSegment; ++b) {
-        const int2 bv = *reinterpret_cast<const int2*>(&x.q[tok][32 * b + 8 * q]);
-        int c[4] = {0, 0, 0, 0};
-        Mma32(c, alo[b].x, ahi[b].x, alo[b].y, ahi[b].y, bv.x, bv.y);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          t[e][b] = b < nvalid ? F::Term(s, x, row + 8 * (e >> 1), tq + (e & 1), b, c[e]) : 0.0f;
-        }
-      }
-#pragma unroll
-      for (int e = 0; e < 4; ++e) piece[i][j][e] = __fadd_rn(piece[i][j][e], Tree8(t[e]));
+    for (int k = 0; k < kTile * kSeg / kThreads; ++k) {
+      const int e = tid + k * kThreads, row = e >> 3, b = e & 7;
+      const int64_t r = r0 + row, blk = seg * kSeg + b;
+      v[k] = r < n && blk < nb ? x.d[r * nb + blk] : 0.0f;
     }
   }
-}
+  template <int kStride>
+  __device__ __forceinline__ void Store(XStage<kStride>& s, int tid) const {
+#pragma unroll
+    for (int k = 0; k < kTile * kSeg / kThreads; ++k) {
+      const int e = tid + k * kThreads;
+      s.d[e & 7][e >> 3] = v[k];
+    }
+  }
+};
 
+// Q8_0: the int8 weights of a segment and their f16 scales (as f32, block-major).
 struct Q8_0Gemm {
-  static constexpr int kStride = 288;
-  static constexpr bool kSums = false;
-  struct Smem {
-    int8_t w[kTile][kStride];
-    float dw[kTile][kBlocksPerSegment + 1];
+  static constexpr int kXStride = 288;  // 8-byte loads of 8 rows x 4 lanes: conflict-free
+  static constexpr bool kK16 = false, kSums = false;
+  struct WStage {
+    int8_t q[kTile][288];
+    float d[kSeg][kTile];
   };
-  static __device__ __forceinline__ void LoadW(Smem& s, const DeviceMatrix& w, int64_t o0, int64_t seg,
+  struct Dec {};
+  struct Scales {
+    uint16_t v[kTile * kSeg / kThreads];
+    __device__ __forceinline__ void Load(const DeviceMatrix& w, int64_t o0, int64_t seg, int tid) {
+      const int64_t nb = w.cols / 32;
+#pragma unroll
+      for (int k = 0; k < kTile * kSeg / kThreads; ++k) {
+        const int e = tid + k * kThreads, row = e >> 3, b = e & 7;
+        const int64_t o = o0 + row, blk = seg * kSeg + b;
+        v[k] = o < w.rows && blk < nb ? w.d[o * nb + blk] : 0;
+      }
+    }
+    __device__ __forceinline__ void Store(WStage& s, int tid) const {
+#pragma unroll
+      for (int k = 0; k < kTile * kSeg / kThreads; ++k) {
+        const int e = tid + k * kThreads;
+        s.d[e & 7][e >> 3] = HalfBits(v[k]);
+      }
+    }
+  };
+  static __device__ __forceinline__ void Issue(WStage& s, const DeviceMatrix& w, int64_t o0, int64_t seg,
                                                int tid) {
     const int64_t nb = w.cols / 32;
     for (int c = tid; c < kTile * 16; c += kThreads) {
       const int row = c >> 4, col = c & 15;
-      const int64_t o = o0 + row, b = seg * kBlocksPerSegment + (col >> 1);
-      int4 v = make_int4(0, 0, 0, 0);
-      if (o < w.rows && b < nb) v = Load16(w.q + o * w.cols + seg * kSegWeights + col * 16);
-      *reinterpret_cast<int4*>(&s.w[row][col * 16]) = v;
-    }
-    for (int c = tid; c < kTile * kBlocksPerSegment; c += kThreads) {
-      const int row = c >> 3, k = c & 7;
-      const int64_t o = o0 + row, b = seg * kBlocksPerSegment + k;
-      s.dw[row][k] = o < w.rows && b < nb ? HalfBits(w.d[o * nb + b]) : 0.0f;
+      const int64_t o = o0 + row, b = seg * kSeg + (col >> 1);
+      const bool ok = o < w.rows && b < nb;
+      CopyAsync16(&s.q[row][col * 16], ok ? w.q + o * w.cols + seg * kSegWeights + col * 16 : w.q, ok);
     }
   }
-  static __device__ __forceinline__ float Term(const Smem& s, const TileX<kStride>& x, int row, int tok,
-                                               int b, int isum) {
-    return Q8_0Term(isum, s.dw[row][b], x.d[tok][b]);
+  static __device__ __forceinline__ void Prepare(const WStage&, XStage<kXStride>&, Dec&, int) {}
+  // The A operand of block b for rows `row` and row + 8, and what the terms need of those rows.
+  struct Rows {
+    int a[4];
+    float dw[2];
+  };
+  static __device__ __forceinline__ Rows RowsOf(const WStage& s, const Dec&, int row, int b, int q) {
+    Rows r;
+    const int2 lo = *reinterpret_cast<const int2*>(&s.q[row][32 * b + 8 * q]);
+    const int2 hi = *reinterpret_cast<const int2*>(&s.q[row + 8][32 * b + 8 * q]);
+    r.a[0] = lo.x, r.a[1] = hi.x, r.a[2] = lo.y, r.a[3] = hi.y;
+    r.dw[0] = s.d[b][row], r.dw[1] = s.d[b][row + 8];
+    return r;
   }
-  static __device__ __forceinline__ void Compute(const Smem& s, const TileX<kStride>& x, int wm, int wn,
-                                                 int lane, int nvalid, float (&piece)[2][4][4]) {
-    ComputeK32<Q8_0Gemm>(s, x, wm, wn, lane, nvalid, piece);
+  static __device__ __forceinline__ float Term(const Rows& rw, int h, const int* c, const int*, int e,
+                                               float dx, float) {
+    return Q8_0Term(c[e], rw.dw[h], dx);
   }
 };
 
-// Q4_K: a segment is one 144-byte super-block per row; its nibbles are unpacked to int8 (sub-block s
-// at bytes 32 s ..), its scales and mins decoded once per row.
+// Q4_K: the 144-byte super-blocks as stored (row stride 160 for conflict-free 8-byte loads); the
+// scales and mins decoded once per segment into Dec, the activations' block sums into the X stage.
 struct Q4_KGemm {
-  static constexpr int kStride = 288;
-  static constexpr bool kSums = true;
-  struct Smem {
-    int8_t w[kTile][kStride];
-    float d[kTile], dmin[kTile];
-    uint8_t sc[kTile][kBlocksPerSegment], m[kTile][kBlocksPerSegment];
+  static constexpr int kXStride = 288;
+  static constexpr bool kK16 = false, kSums = true;
+  struct WStage {
+    uint8_t raw[kTile][160];
   };
-  static __device__ __forceinline__ void LoadW(Smem& s, const DeviceMatrix& w, int64_t o0, int64_t seg,
+  struct Dec {
+    float ds[kSeg][kTile], dm[kSeg][kTile];  // d * scale, dmin * min per row and sub-block
+  };
+  struct Scales {
+    __device__ __forceinline__ void Load(const DeviceMatrix&, int64_t, int64_t, int) {}
+    __device__ __forceinline__ void Store(WStage&, int) const {}
+  };
+  static __device__ __forceinline__ void Issue(WStage& s, const DeviceMatrix& w, int64_t o0, int64_t seg,
                                                int tid) {
     const int64_t nsb = w.cols / 256;
-    for (int c = tid; c < kTile * 9; c += kThreads) {  // the header and 8 chunks of nibbles per row
+    for (int c = tid; c < kTile * 9; c += kThreads) {
       const int row = c / 9, part = c % 9;
       const int64_t o = o0 + row;
       const bool ok = o < w.rows;
-      const uint8_t* blk = w.q + (o * nsb + seg) * 144;
-      if (part == 0) {
-        const int4 head = ok ? Load16(blk) : make_int4(0, 0, 0, 0);
-        s.d[row] = HalfBits(static_cast<uint16_t>(head.x & 0xFFFF));
-        s.dmin[row] = HalfBits(static_cast<uint16_t>(static_cast<unsigned>(head.x) >> 16));
-        const uint8_t* hb = reinterpret_cast<const uint8_t*>(&head) + 4;
-#pragma unroll
-        for (int k = 0; k < kBlocksPerSegment; ++k) {
-          int sc, m;
-          Q4_KScaleMin(hb, k, &sc, &m);
-          s.sc[row][k] = static_cast<uint8_t>(sc);
-          s.m[row][k] = static_cast<uint8_t>(m);
-        }
-      } else {
-        const int4 qs = ok ? Load16(blk + 16 * part) : make_int4(0, 0, 0, 0);  // bytes 16 (part - 1) of qs
-        const int j = (part - 1) >> 1, h = (part - 1) & 1;
-        *reinterpret_cast<int4*>(&s.w[row][64 * j + 16 * h]) = And(qs, 0x0F0F0F0F);
-        *reinterpret_cast<int4*>(&s.w[row][64 * j + 32 + 16 * h]) = And(Shr(qs, 4), 0x0F0F0F0F);
-      }
+      CopyAsync16(&s.raw[row][16 * part], ok ? w.q + (o * nsb + seg) * 144 + 16 * part : w.q, ok);
     }
   }
-  static __device__ __forceinline__ float Term(const Smem& s, const TileX<kStride>& x, int row, int tok,
-                                               int b, int isum) {
-    return Q4_KTerm(isum, x.sum[tok][b], s.sc[row][b], s.m[row][b], s.d[row], s.dmin[row], x.d[tok][b]);
+  static __device__ __forceinline__ void Prepare(const WStage& s, XStage<kXStride>& x, Dec& dec, int tid) {
+    if (tid < kTile) {
+      const uint8_t* head = s.raw[tid];
+      const float d = HalfBits(static_cast<uint16_t>(head[0] | (head[1] << 8)));
+      const float dmin = HalfBits(static_cast<uint16_t>(head[2] | (head[3] << 8)));
+#pragma unroll
+      for (int k = 0; k < kSeg; ++k) {
+        int sc, m;
+        Q4_KScaleMin(head + 4, k, &sc, &m);
+        dec.ds[k][tid] = __fmul_rn(d, static_cast<float>(sc));
+        dec.dm[k][tid] = __fmul_rn(dmin, static_cast<float>(m));
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kTile * kSeg / kThreads; ++k) {
+      const int e = tid + k * kThreads, row = e >> 3, b = e & 7;
+      const int4* v = reinterpret_cast<const int4*>(&x.q[row][32 * b]);
+      x.sum[b][row] = ExactFloat(Sum16(v[0]) + Sum16(v[1]));
+    }
   }
-  static __device__ __forceinline__ void Compute(const Smem& s, const TileX<kStride>& x, int wm, int wn,
-                                                 int lane, int nvalid, float (&piece)[2][4][4]) {
-    ComputeK32<Q4_KGemm>(s, x, wm, wn, lane, nvalid, piece);
+  struct Rows {
+    int a[4];
+    float ds[2], dm[2];
+  };
+  static __device__ __forceinline__ Rows RowsOf(const WStage& s, const Dec& dec, int row, int b, int q) {
+    Rows r;
+    const int shift = 4 * (b & 1), off = 16 + 32 * (b >> 1) + 8 * q;
+    const int2 lo = *reinterpret_cast<const int2*>(&s.raw[row][off]);
+    const int2 hi = *reinterpret_cast<const int2*>(&s.raw[row + 8][off]);
+    r.a[0] = (static_cast<unsigned>(lo.x) >> shift) & 0x0F0F0F0F;
+    r.a[1] = (static_cast<unsigned>(hi.x) >> shift) & 0x0F0F0F0F;
+    r.a[2] = (static_cast<unsigned>(lo.y) >> shift) & 0x0F0F0F0F;
+    r.a[3] = (static_cast<unsigned>(hi.y) >> shift) & 0x0F0F0F0F;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      r.ds[h] = dec.ds[b][row + 8 * h];
+      r.dm[h] = dec.dm[b][row + 8 * h];
+    }
+    return r;
+  }
+  static __device__ __forceinline__ float Term(const Rows& rw, int h, const int* c, const int*, int e,
+                                               float dx, float xsum) {
+    return Q4_KTerm(c[e], xsum, rw.ds[h], rw.dm[h], dx);
   }
 };
 
-// Q6_K: a segment is one 208-byte super-block per row (weights.h), unpacked to int8 values -32..31 in
-// weight order; each 32-weight block is two m16n8k16, one per 16-weight scale.
+// Q6_K: the 208-byte blocks of weights.h (ql[128], qh[64], scales[16]; stride 208 keeps 4-byte loads of
+// 8 rows x 4 lanes conflict-free) and the f16 d through registers; each block is two m16n8k16.
 struct Q6_KGemm {
-  static constexpr int kStride = 272;
-  static constexpr bool kSums = false;
-  struct Smem {
-    int8_t w[kTile][kStride];
-    int8_t sc[kTile][16];
+  static constexpr int kXStride = 272;  // 4-byte loads: conflict-free
+  static constexpr bool kK16 = true, kSums = false;
+  struct WStage {
+    uint8_t raw[kTile][208];
     float d[kTile];
   };
-  static __device__ __forceinline__ void LoadW(Smem& s, const DeviceMatrix& w, int64_t o0, int64_t seg,
+  struct Dec {};
+  struct Scales {
+    uint16_t v = 0;
+    __device__ __forceinline__ void Load(const DeviceMatrix& w, int64_t o0, int64_t seg, int tid) {
+      const int64_t o = o0 + tid;
+      if (tid < kTile && o < w.rows) v = w.d[o * (w.cols / 256) + seg];
+    }
+    __device__ __forceinline__ void Store(WStage& s, int tid) const {
+      if (tid < kTile) s.d[tid] = HalfBits(v);
+    }
+  };
+  static __device__ __forceinline__ void Issue(WStage& s, const DeviceMatrix& w, int64_t o0, int64_t seg,
                                                int tid) {
     const int64_t nsb = w.cols / 256;
-    for (int c = tid; c < kTile * 5; c += kThreads) {  // 4 runs of 16 weights x 4, and the scales, per row
-      const int row = c / 5, part = c % 5;
+    for (int c = tid; c < kTile * 13; c += kThreads) {
+      const int row = c / 13, part = c % 13;
       const int64_t o = o0 + row;
       const bool ok = o < w.rows;
-      const uint8_t* blk = w.q + (o * nsb + seg) * 208;
-      if (part == 4) {
-        *reinterpret_cast<int4*>(&s.sc[row][0]) = ok ? Load16(blk + 192) : make_int4(0, 0, 0, 0);
-        s.d[row] = ok ? HalfBits(w.d[o * nsb + seg]) : 0.0f;
-        continue;
-      }
-      const int n = part >> 1, l0 = 16 * (part & 1);
-      const int4 zero = make_int4(0, 0, 0, 0);
-      const int4 qa = ok ? Load16(blk + 64 * n + l0) : zero, qb = ok ? Load16(blk + 64 * n + 32 + l0) : zero;
-      const int4 qh = ok ? Load16(blk + 128 + 32 * n + l0) : zero;
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const int4 lo = And(Shr(k & 1 ? qb : qa, k >= 2 ? 4 : 0), 0x0F0F0F0F);
-        const int4 v = ok ? Q6Values(lo, And(Shr(qh, 2 * k), 0x03030303)) : zero;
-        *reinterpret_cast<int4*>(&s.w[row][128 * n + 32 * k + l0]) = v;
-      }
+      CopyAsync16(&s.raw[row][16 * part], ok ? w.q + (o * nsb + seg) * 208 + 16 * part : w.q, ok);
     }
   }
-  static __device__ __forceinline__ void Compute(const Smem& s, const TileX<kStride>& x, int wm, int wn,
-                                                 int lane, int nvalid, float (&piece)[2][4][4]) {
-    const int g = lane >> 2, q = lane & 3;
+  static __device__ __forceinline__ void Prepare(const WStage&, XStage<kXStride>&, Dec&, int) {}
+  struct Rows {
+    int a[4];  // rows row, row + 8 of the low 16 weights, then of the high 16
+    float d_lo[2], d_hi[2];
+  };
+  // Weights 4q..4q+3 (+16) of block b = 4n + k: low 4 bits from ql[64n + 32 (k % 2) + ...] (high
+  // nibbles for k >= 2), high 2 bits at bit 2k of qh[32n + ...].
+  static __device__ __forceinline__ int Values(const uint8_t* raw, int b, int l) {
+    const int n = b >> 2, k = b & 3;
+    const unsigned ql = *reinterpret_cast<const unsigned*>(raw + 64 * n + 32 * (k & 1) + l);
+    const unsigned qh = *reinterpret_cast<const unsigned*>(raw + 128 + 32 * n + l);
+    const unsigned lo = (ql >> (k >= 2 ? 4 : 0)) & 0x0F0F0F0F, hi = (qh >> (2 * k)) & 0x03030303;
+    return static_cast<int>(__vsub4(lo | (hi << 4), 0x20202020));
+  }
+  static __device__ __forceinline__ Rows RowsOf(const WStage& s, const Dec&, int row, int b, int q) {
+    Rows r;
+    r.a[0] = Values(s.raw[row], b, 4 * q);
+    r.a[1] = Values(s.raw[row + 8], b, 4 * q);
+    r.a[2] = Values(s.raw[row], b, 16 + 4 * q);
+    r.a[3] = Values(s.raw[row + 8], b, 16 + 4 * q);
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int row = 32 * wm + 16 * i + g;
-      int a[kBlocksPerSegment][4];
-#pragma unroll
-      for (int b = 0; b < kBlocksPerSegment; ++b) {
-        a[b][0] = *reinterpret_cast<const int*>(&s.w[row][32 * b + 4 * q]);
-        a[b][1] = *reinterpret_cast<const int*>(&s.w[row + 8][32 * b + 4 * q]);
-        a[b][2] = *reinterpret_cast<const int*>(&s.w[row][32 * b + 16 + 4 * q]);
-        a[b][3] = *reinterpret_cast<const int*>(&s.w[row + 8][32 * b + 16 + 4 * q]);
-      }
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int tok = 32 * wn + 8 * j + g, tq = 32 * wn + 8 * j + 2 * q;
-        float t[4][kBlocksPerSegment];
-#pragma unroll
-        for (int b = 0; b < kBlocksPerSegment; ++b) {
-          const int b0 = *reinterpret_cast<const int*>(&x.q[tok][32 * b + 4 * q]);
-          const int b1 = *reinterpret_cast<const int*>(&x.q[tok][32 * b + 16 + 4 * q]);
-          int lo[4] = {0, 0, 0, 0}, hi[4] = {0, 0, 0, 0};
-          Mma16(lo, a[b][0], a[b][1], b0);
-          Mma16(hi, a[b][2], a[b][3], b1);
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int r = row + 8 * (e >> 1), tk = tq + (e & 1);
-            t[e][b] = b < nvalid
-                          ? Q6_KTerm(lo[e], hi[e], s.sc[r][2 * b], s.sc[r][2 * b + 1], s.d[r], x.d[tk][b])
-                          : 0.0f;
-          }
-        }
-#pragma unroll
-        for (int e = 0; e < 4; ++e) piece[i][j][e] = __fadd_rn(piece[i][j][e], Tree8(t[e]));
+    for (int h = 0; h < 2; ++h) {
+      const int8_t* sc = reinterpret_cast<const int8_t*>(s.raw[row + 8 * h] + 192 + 2 * b);
+      const float d = s.d[row + 8 * h];
+      r.d_lo[h] = __fmul_rn(d, static_cast<float>(sc[0]));
+      r.d_hi[h] = __fmul_rn(d, static_cast<float>(sc[1]));
+    }
+    return r;
+  }
+  static __device__ __forceinline__ float Term(const Rows& rw, int h, const int* lo, const int* hi, int e,
+                                               float dx, float) {
+    return Q6_KTerm(lo[e], hi[e], rw.d_lo[h], rw.d_hi[h], dx);
+  }
+};
+
+template <class F>
+struct alignas(16) Stage {
+  typename F::WStage w;
+  XStage<F::kXStride> x;
+};
+
+// The running tree of one output over a segment's 8 blocks (qblock.cuh): ((t0+t1)+(t2+t3))+((t4+t5)+(t6+t7)).
+struct Tree {
+  float prev, pair, quad;
+  template <int b>
+  __device__ __forceinline__ void Add(float t, float* seg) {
+    if constexpr (b % 2 == 0) {
+      prev = t;
+    } else {
+      const float p = __fadd_rn(prev, t);
+      if constexpr (b % 4 == 1) {
+        pair = p;
+      } else if constexpr (b == 3) {
+        quad = __fadd_rn(pair, p);
+      } else {
+        *seg = __fadd_rn(quad, __fadd_rn(pair, p));
       }
     }
   }
 };
 
-// Ends piece p: the row's sum so far is the piece's sum (p = 0) or itself plus it.
-__device__ __forceinline__ void ClosePiece(int p, float (&total)[2][4][4], float (&piece)[2][4][4]) {
+// The segment's terms for the warp's 32 x 32 outputs, each segment's tree added to acc. Blocks at or
+// past nvalid (the row's end inside its last segment) count as +0 (only when !kFull).
+template <class F, int b, bool kFull>
+__device__ __forceinline__ void Block(const Stage<F>& st, const typename F::Dec& dec, int row0, int tok0,
+                                      int g, int q, int nvalid, Tree (&tree)[4][4], float (&segsum)[4][4]) {
+  const typename F::Rows rw = F::RowsOf(st.w, dec, row0 + g, b, q);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int tok = tok0 + 8 * j + g, tq = tok0 + 8 * j + 2 * q;
+    int c[4] = {0, 0, 0, 0}, c2[4] = {0, 0, 0, 0};
+    if constexpr (F::kK16) {
+      const int b0 = *reinterpret_cast<const int*>(&st.x.q[tok][32 * b + 4 * q]);
+      const int b1 = *reinterpret_cast<const int*>(&st.x.q[tok][32 * b + 16 + 4 * q]);
+      Mma16(c, rw.a[0], rw.a[1], b0);
+      Mma16(c2, rw.a[2], rw.a[3], b1);
+    } else {
+      const int2 bv = *reinterpret_cast<const int2*>(&st.x.q[tok][32 * b + 8 * q]);
+      Mma32(c, rw.a, bv.x, bv.y);
+    }
+    const float2 dx = *reinterpret_cast<const float2*>(&st.x.d[b][tq]);
+    float2 xs = make_float2(0.0f, 0.0f);
+    if constexpr (F::kSums) xs = *reinterpret_cast<const float2*>(&st.x.sum[b][tq]);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float t = F::Term(rw, e >> 1, c, c2, e, e & 1 ? dx.y : dx.x, e & 1 ? xs.y : xs.x);
+      if constexpr (!kFull) t = b < nvalid ? t : 0.0f;
+      tree[j][e].template Add<b>(t, &segsum[j][e]);
+    }
+  }
+}
+
+template <class F, bool kFull>
+__device__ __forceinline__ void ComputeSegment(const Stage<F>& st, const typename F::Dec& dec, int wm, int wn,
+                                               int lane, int nvalid, float (&acc)[2][4][4]) {
+  const int g = lane >> 2, q = lane & 3;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
+    Tree tree[4][4];
+    float segsum[4][4];
+    const int row0 = 32 * wm + 16 * i, tok0 = 32 * wn;
+    Block<F, 0, kFull>(st, dec, row0, tok0, g, q, nvalid, tree, segsum);
+    Block<F, 1, kFull>(st, dec, row0, tok0, g, q, nvalid, tree, segsum);
+    Block<F, 2, kFull>(st, dec, row0, tok0, g, q, nvalid, tree, segsum);
+    Block<F, 3, kFull>(st, dec, row0, tok0, g, q, nvalid, tree, segsum);
+    Block<F, 4, kFull>(st, dec, row0, tok0, g, q, nvalid, tree, segsum);
+    Block<F, 5, kFull>(st, dec, row0, tok0, g, q, nvalid, tree, segsum);
+    Block<F, 6, kFull>(st, dec, row0, tok0, g, q, nvalid, tree, segsum);
+    Block<F, 7, kFull>(st, dec, row0, tok0, g, q, nvalid, tree, segsum);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        total[i][j][e] = p == 0 ? piece[i][j][e] : __fadd_rn(total[i][j][e], piece[i][j][e]);
-        piece[i][j][e] = 0.0f;
-      }
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = __fadd_rn(acc[i][j][e], segsum[j][e]);
     }
   }
 }
 
 // Grid: x over the 64-row tiles of the job's matrices in order, y over 64-row tiles of the activations.
-template <class F>
-__global__ void __launch_bounds__(kThreads) GemmKernel(MatVecJob job, Q8Act xq, int64_t n) {
-  __shared__ typename F::Smem sw;
-  __shared__ TileX<F::kStride> sx;
+// kPieces = QuantPieces(cols): the segments' sums go to `piece` and pieces to `total` in order. With
+// kSplit, block z computes piece z alone (its segments folded from +0, as `piece` would hold them) and
+// writes it to the job's scratch, piece-major; CombinePieces then adds the four in order.
+template <class F, int kPieces, bool kSplit>
+__global__ void __launch_bounds__(kThreads, 2) GemmKernel(MatVecJob job, Q8Act xq, int64_t n) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  Stage<F>* stages = reinterpret_cast<Stage<F>*>(smem);
+  __shared__ typename F::Dec dec;
   int k = 0;
-  int64_t first = 0, tiles = (job.w[0].rows + kTile - 1) / kTile;
+  int64_t first = 0, tiles = (job.w[0].rows + kTile - 1) / kTile, row_base = 0, all_rows = 0;
+  for (int m = 0; m < job.count; ++m) all_rows += job.w[m].rows;
   while (k + 1 < job.count && blockIdx.x >= first + tiles) {
     first += tiles;
+    row_base += job.w[k].rows;
     ++k;
     tiles = (job.w[k].rows + kTile - 1) / kTile;
   }
@@ -294,7 +391,8 @@ __global__ void __launch_bounds__(kThreads) GemmKernel(MatVecJob job, Q8Act xq, 
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTile;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp >> 1, wn = warp & 1;
   const int64_t nb = w.cols / 32, ng = QuantSegments(w.cols);
-  const int pieces = QuantPieces(w.cols);
+  const int64_t s_begin = kSplit ? PieceBegin(ng, kPieces, static_cast<int>(blockIdx.z)) : 0;
+  const int64_t s_end = kSplit ? PieceBegin(ng, kPieces, static_cast<int>(blockIdx.z) + 1) : ng;
 
   float total[2][4][4], piece[2][4][4];
 #pragma unroll
@@ -305,23 +403,74 @@ __global__ void __launch_bounds__(kThreads) GemmKernel(MatVecJob job, Q8Act xq, 
       for (int e = 0; e < 4; ++e) total[i][j][e] = piece[i][j][e] = 0.0f;
     }
   }
-  int p = 0;
-  int64_t p_end = PieceBegin(ng, pieces, 1);
-  for (int64_t seg = 0; seg < ng; ++seg) {
-    while (seg >= p_end) {
-      ClosePiece(p, total, piece);
-      ++p;
-      p_end = PieceBegin(ng, pieces, p + 1);
+  auto close_piece = [&](int p) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          total[i][j][e] = p == 0 ? piece[i][j][e] : __fadd_rn(total[i][j][e], piece[i][j][e]);
+          piece[i][j][e] = 0.0f;
+        }
+      }
     }
-    __syncthreads();  // the previous segment's reads of shared memory are done
-    F::LoadW(sw, w, o0, seg, tid);
-    LoadX<F::kStride, F::kSums>(sx, xq, w.cols, n, r0, seg, tid);
-    __syncthreads();
-    const int nvalid = static_cast<int>(
-        nb - seg * kBlocksPerSegment < kBlocksPerSegment ? nb - seg * kBlocksPerSegment : kBlocksPerSegment);
-    F::Compute(sw, sx, wm, wn, lane, nvalid, piece);
+  };
+  constexpr bool kPieceSums = kPieces > 1 && !kSplit;
+
+  typename F::Scales ws;
+  XScales xs;
+  if (s_begin < s_end) {
+    F::Issue(stages[0].w, w, o0, s_begin, tid);
+    IssueX(stages[0].x, xq, w.cols, n, r0, s_begin, tid);
+    CopyCommit();
+    ws.Load(w, o0, s_begin, tid);
+    xs.Load(xq, w.cols, n, r0, s_begin, tid);
+    ws.Store(stages[0].w, tid);
+    xs.Store(stages[0].x, tid);
   }
-  for (; p < pieces; ++p) ClosePiece(p, total, piece);
+
+  int p = 0;
+  int64_t p_end = PieceBegin(ng, kPieces, 1);
+  for (int64_t seg = s_begin; seg < s_end; ++seg) {
+    if constexpr (kPieceSums) {
+      while (seg >= p_end) {
+        close_piece(p);
+        ++p;
+        p_end = PieceBegin(ng, kPieces, p + 1);
+      }
+    }
+    Stage<F>& cur = stages[(seg - s_begin) & 1];
+    Stage<F>& next = stages[(seg - s_begin + 1) & 1];
+    const bool more = seg + 1 < s_end;
+    if (more) {
+      F::Issue(next.w, w, o0, seg + 1, tid);
+      IssueX(next.x, xq, w.cols, n, r0, seg + 1, tid);
+      ws.Load(w, o0, seg + 1, tid);
+      xs.Load(xq, w.cols, n, r0, seg + 1, tid);
+    }
+    CopyCommit();
+    CopyWaitAllButLast();  // this thread's copies of segment seg have landed
+    __syncthreads();       // and everyone's
+    if constexpr (F::kSums) {
+      F::Prepare(cur.w, cur.x, dec, tid);
+      __syncthreads();
+    }
+    const int64_t left = nb - seg * kSeg;
+    if (left >= kSeg) {
+      ComputeSegment<F, true>(cur, dec, wm, wn, lane, kSeg, kPieceSums ? piece : total);
+    } else {
+      ComputeSegment<F, false>(cur, dec, wm, wn, lane, static_cast<int>(left), kPieceSums ? piece : total);
+    }
+    if (more) {
+      ws.Store(next.w, tid);
+      xs.Store(next.x, tid);
+    }
+    __syncthreads();  // segment seg's stage is free for segment seg + 2
+  }
+  if constexpr (kPieceSums) {
+    for (; p < kPieces; ++p) close_piece(p);
+  }
 
   const MatVecOut out = job.out[k];
   const int g = lane >> 2, q = lane & 3;
@@ -333,18 +482,75 @@ __global__ void __launch_bounds__(kThreads) GemmKernel(MatVecJob job, Q8Act xq, 
       for (int e = 0; e < 4; ++e) {
         const int64_t o = o0 + 32 * wm + 16 * i + g + 8 * (e >> 1),
                       r = r0 + 32 * wn + 8 * j + 2 * q + (e & 1);
-        if (o < w.rows && r < n) StoreResult(out, r, o, total[i][j][e]);
+        if (o >= w.rows || r >= n) continue;
+        if constexpr (kSplit) {
+          job.split[(static_cast<int64_t>(blockIdx.z) * n + r) * all_rows + row_base + o] = total[i][j][e];
+        } else {
+          StoreResult(out, r, o, total[i][j][e]);
+        }
       }
     }
   }
 }
 
+// The four pieces of each output, from the scratch of a split GEMM, added in order: ((p0 + p1) + p2)
+// + p3, the sum close_piece builds; then stored like any result.
+__global__ void CombinePieces(MatVecJob job, int64_t n, int64_t all_rows) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * all_rows) return;
+  const int64_t r = i / all_rows;
+  int64_t o = i % all_rows;
+  int k = 0;
+  while (o >= job.w[k].rows) o -= job.w[k++].rows;
+  const int64_t stride = n * all_rows;
+  float v = job.split[i];
+#pragma unroll
+  for (int p = 1; p < 4; ++p) v = __fadd_rn(v, job.split[p * stride + i]);
+  StoreResult(job.out[k], r, o, v);
+}
+
+template <class F, int kPieces, bool kSplit>
+cudaError_t LaunchGemm(const MatVecJob& job, Q8Act xq, int64_t n, int64_t tiles, cudaStream_t stream) {
+  constexpr int kBytes = 2 * sizeof(Stage<F>);
+  static const cudaError_t attr = cudaFuncSetAttribute(GemmKernel<F, kPieces, kSplit>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+  if (attr != cudaSuccess) return attr;
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((n + kTile - 1) / kTile),
+                  kSplit ? 4 : 1);
+  GemmKernel<F, kPieces, kSplit><<<grid, kThreads, kBytes, stream>>>(job, xq, n);
+  return cudaGetLastError();
+}
+
+int MultiprocessorCount() {
+  static const int count = [] {
+    int device = 0, sms = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return sms;
+  }();
+  return count;
+}
+
+// Long rows (four pieces) whose tiles would leave multiprocessors idle (fewer than two blocks each) are
+// computed a piece per block when the job brings scratch for it; the bits are the same either way.
 template <class F>
-cudaError_t LaunchGemm(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t stream) {
-  int64_t tiles = 0;
-  for (int k = 0; k < job.count; ++k) tiles += (job.w[k].rows + kTile - 1) / kTile;
-  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((n + kTile - 1) / kTile));
-  GemmKernel<F><<<grid, kThreads, 0, stream>>>(job, xq, n);
+cudaError_t LaunchPieces(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t stream) {
+  int64_t tiles = 0, all_rows = 0;
+  for (int k = 0; k < job.count; ++k) {
+    tiles += (job.w[k].rows + kTile - 1) / kTile;
+    all_rows += job.w[k].rows;
+  }
+  if (QuantPieces(job.w[0].cols) == 1) return LaunchGemm<F, 1, false>(job, xq, n, tiles, stream);
+  const int64_t blocks = tiles * ((n + kTile - 1) / kTile);
+  if (job.split == nullptr || job.split_floats < 4 * n * all_rows || blocks >= 2 * MultiprocessorCount()) {
+    return LaunchGemm<F, 4, false>(job, xq, n, tiles, stream);
+  }
+  if (const cudaError_t e = LaunchGemm<F, 4, true>(job, xq, n, tiles, stream); e != cudaSuccess) return e;
+  const int64_t outputs = n * all_rows;
+  CombinePieces<<<static_cast<unsigned>((outputs + 255) / 256), 256, 0, stream>>>(job, n, all_rows);
   return cudaGetLastError();
 }
 
@@ -353,9 +559,9 @@ cudaError_t LaunchGemm(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t s
 cudaError_t QuantGemm(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t stream) {
   if (n <= 0 || job.count <= 0) return cudaSuccess;
   switch (job.w[0].format) {
-    case MatFormat::kQ8_0: return LaunchGemm<Q8_0Gemm>(job, xq, n, stream);
-    case MatFormat::kQ4_K: return LaunchGemm<Q4_KGemm>(job, xq, n, stream);
-    case MatFormat::kQ6_K: return LaunchGemm<Q6_KGemm>(job, xq, n, stream);
+    case MatFormat::kQ8_0: return LaunchPieces<Q8_0Gemm>(job, xq, n, stream);
+    case MatFormat::kQ4_K: return LaunchPieces<Q4_KGemm>(job, xq, n, stream);
+    case MatFormat::kQ6_K: return LaunchPieces<Q6_KGemm>(job, xq, n, stream);
     default: return cudaErrorInvalidValue;
   }
 }

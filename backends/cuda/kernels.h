@@ -10,6 +10,23 @@
 
 namespace fak::cuda {
 
+#ifdef __CUDACC__
+#define FAK_HOST_DEVICE __host__ __device__
+#else
+#define FAK_HOST_DEVICE
+#endif
+
+// The shape of a quantized row's sum (qblock.cuh): 32-weight blocks, segments of 8 blocks, and 1 or
+// 4 pieces of consecutive segments (piece p: segments [PieceBegin(p), PieceBegin(p + 1))).
+constexpr int kBlocksPerSegment = 8;
+FAK_HOST_DEVICE constexpr int64_t QuantSegments(int64_t cols) {
+  return (cols / 32 + kBlocksPerSegment - 1) / kBlocksPerSegment;
+}
+FAK_HOST_DEVICE constexpr int QuantPieces(int64_t cols) { return cols / 32 >= 128 ? 4 : 1; }
+FAK_HOST_DEVICE constexpr int64_t PieceBegin(int64_t segments, int pieces, int p) {
+  return segments * p / pieces;
+}
+
 // Weight matrices in device memory, in the layouts of weights.h.
 enum class MatFormat : int { kQ8_0, kQ4_K, kQ6_K, kF16, kBF16, kF32 };
 
@@ -49,6 +66,10 @@ struct MatVecJob {
   int count = 0;
   DeviceMatrix w[kMax];
   MatVecOut out[kMax];
+  // Scratch for the GEMM's four pieces of long rows when it computes them in separate blocks (too few
+  // tiles to fill the GPU otherwise); null or too small: one block per tile does all four.
+  float* split = nullptr;
+  int64_t split_floats = 0;
 };
 
 // For every matrix k of the job: y_k (n, w_k.rows) = x (n, cols) . w_k^T. Quantized formats read xq,

@@ -64,16 +64,17 @@ struct Q4_K {
     const uint8_t* hb = reinterpret_cast<const uint8_t*>(&head);
     int sc, m;
     Q4_KScaleMin(hb + 4, s, &sc, &m);
-    const float d = Half(static_cast<uint16_t>(head.x & 0xFFFF)),
-                dmin = Half(static_cast<uint16_t>(static_cast<unsigned>(head.x) >> 16));
+    const float ds = __fmul_rn(Half(static_cast<uint16_t>(head.x & 0xFFFF)), static_cast<float>(sc));
+    const float dm =
+        __fmul_rn(Half(static_cast<uint16_t>(static_cast<unsigned>(head.x) >> 16)), static_cast<float>(m));
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       if (r >= nr) break;
       const int64_t row = r0 + r;
       const int8_t* xp = x.q + row * w.cols + b * 32;
       const int4 x0 = Load16(xp), x1 = Load16(xp + 16);
-      t[r] =
-          Q4_KTerm(Dot16(n0, x0) + Dot16(n1, x1), Sum16(x0) + Sum16(x1), sc, m, d, dmin, x.d[row * nb + b]);
+      t[r] = Q4_KTerm(Dot16(n0, x0) + Dot16(n1, x1), ExactFloat(Sum16(x0) + Sum16(x1)), ds, dm,
+                      x.d[row * nb + b]);
     }
   }
 };
@@ -98,14 +99,15 @@ struct Q6_K {
     const int4 q1 =
         Q6Values(And(Shr(Load16(ql + 16), shift), 0x0F0F0F0F), And(Shr(Load16(qh + 16), 2 * k), 0x03030303));
     const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192 + 2 * s);
-    const int s_lo = sc[0], s_hi = sc[1];
     const float d = Half(w.d[sb]);
+    const float d_lo = __fmul_rn(d, static_cast<float>(sc[0])),
+                d_hi = __fmul_rn(d, static_cast<float>(sc[1]));
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       if (r >= nr) break;
       const int64_t row = r0 + r;
       const int8_t* xp = x.q + row * w.cols + b * 32;
-      t[r] = Q6_KTerm(Dot16(q0, Load16(xp)), Dot16(q1, Load16(xp + 16)), s_lo, s_hi, d, x.d[row * nb + b]);
+      t[r] = Q6_KTerm(Dot16(q0, Load16(xp)), Dot16(q1, Load16(xp + 16)), d_lo, d_hi, x.d[row * nb + b]);
     }
   }
 };

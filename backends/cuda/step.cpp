@@ -52,6 +52,8 @@ cudaError_t StepQueue::AddMatVec(const DeviceMatrix& w, const MatVecOut& out, co
   op.job.count = 1;
   op.job.w[0] = w;
   op.job.out[0] = out;
+  op.job.split = split_;
+  op.job.split_floats = split_floats_;
   op.x = x;
   op.xq = xq;
   op.n = n;
@@ -99,7 +101,8 @@ std::vector<uint64_t> StepQueue::StepKey() const {
       continue;
     }
     key.insert(key.end(), {U(op.x), U(op.xq.q), U(op.xq.d), static_cast<uint64_t>(op.n),
-                           static_cast<uint64_t>(op.job.count)});
+                           static_cast<uint64_t>(op.job.count), U(op.job.split),
+                           static_cast<uint64_t>(op.job.split_floats)});
     for (int k = 0; k < op.job.count; ++k) {
       const DeviceMatrix& w = op.job.w[k];
       const MatVecOut& o = op.job.out[k];

@@ -36,6 +36,11 @@ class StepQueue {
   cudaError_t Add(const char* what, std::vector<uint64_t> key, Launch launch);
   // A matrix product; joins the previous op when that is a product over the same activations.
   cudaError_t AddMatVec(const DeviceMatrix& w, const MatVecOut& out, const float* x, Q8Act xq, int64_t n);
+  // The GEMM's piece scratch (MatVecJob::split) for the products queued from now on.
+  void SetSplit(float* split, int64_t floats) {
+    split_ = split;
+    split_floats_ = floats;
+  }
   // x (rows, cols) += bias or += y, folded into the previous product when it wrote exactly that
   // tensor; false when it could not be (the caller queues the add itself).
   bool FuseBias(const float* x, int64_t rows, int64_t cols, const float* bias);
@@ -72,6 +77,8 @@ class StepQueue {
   std::vector<uint64_t> StepKey() const;
 
   cudaStream_t stream_;
+  float* split_ = nullptr;
+  int64_t split_floats_ = 0;
   bool in_step_ = false, graph_ = false;
   std::vector<uint64_t> shape_;
   std::vector<Op> ops_;
