@@ -7,6 +7,7 @@
 
 #include <cfloat>
 
+#include "backends/cuda/async_copy.cuh"
 #include "backends/cuda/kernels.h"
 
 namespace fak::cuda {
@@ -121,8 +122,9 @@ __global__ void __launch_bounds__(kTile)
 // A block is kHeads groups of 128 threads, group h computing query head blockIdx.y * kHeads + h of
 // its row with exactly the arithmetic above. With kStaged (prefill: the kHeads query heads of one KV
 // head) each tile's keys and values are first copied to shared memory, once for the kHeads heads, in
-// coalesced 16-byte loads: the heads read them there instead of each from global memory. Where a
-// value is read from changes no bit, so a row's result is the same whichever variant ran.
+// coalesced 16-byte copies (the next tile's while this one is computed, for head sizes up to 128):
+// the heads read them there instead of each from global memory. Where a value is read from changes no
+// bit, so a row's result is the same whichever variant ran.
 template <typename T, int kDims, int kHeads, bool kStaged>
 __global__ void __launch_bounds__(kTile* kHeads)
     AttentionWarpKernel(DeviceKv kv, DeviceBatch b, int64_t layer, const float* q, int64_t n_head,
@@ -150,8 +152,25 @@ __global__ void __launch_bounds__(kTile* kHeads)
   const int64_t block = kv.page_tokens * kHd;
   const int64_t k_off = ((layer * 2 + 0) * kv.n_kv_head + g) * block;
   const int64_t v_off = ((layer * 2 + 1) * kv.n_kv_head + g) * block;
-  T* ks = reinterpret_cast<T*>(staged);
-  T* vs = ks + kTile * kKeyStride;
+  constexpr int kBuffers = kDims <= 4 ? 2 : 1;
+  constexpr int kBufferElems = kTile * (kKeyStride + kHd);
+  constexpr int kChunks = kHd / kPerLoad;  // 16-byte chunks per key or value row
+  // Copies keys and values of positions [t, t + kTile) (up to ctx) into buffer `buf`.
+  auto issue = [&](int64_t t, int buf) {
+    T* kb = reinterpret_cast<T*>(staged) + buf * kBufferElems;
+    T* vb = kb + kTile * kKeyStride;
+    const int64_t rows = ctx - t < kTile ? ctx - t : kTile;
+    for (int c = threadIdx.x; c < rows * kChunks; c += kTile * kHeads) {
+      const int64_t j = c / kChunks, pos = t + j;
+      const int part = static_cast<int>(c % kChunks);
+      const T* base = static_cast<const T*>(kv.page_ptr[table[pos / kv.page_tokens]]) +
+                      (pos % kv.page_tokens) * kHd + part * kPerLoad;
+      CopyAsync16(kb + j * kKeyStride + part * kPerLoad, base + k_off);
+      CopyAsync16(vb + j * kHd + part * kPerLoad, base + v_off);
+    }
+    CopyCommit();
+  };
+  if constexpr (kStaged && kBuffers == 2) issue(0, 0);
 
   float m = -FLT_MAX, l = 0.0f;
   float acc[kDims];
@@ -159,18 +178,20 @@ __global__ void __launch_bounds__(kTile* kHeads)
   for (int j = 0; j < kDims; ++j) acc[j] = 0.0f;
   for (int64_t t0 = 0; t0 < ctx; t0 += kTile) {
     const int64_t n = ctx - t0 < kTile ? ctx - t0 : kTile;
+    const int buf = kBuffers == 2 ? static_cast<int>((t0 / kTile) & 1) : 0;
+    const T* ks = reinterpret_cast<const T*>(staged) + buf * kBufferElems;
+    const T* vs = ks + kTile * kKeyStride;
     if constexpr (kStaged) {
-      constexpr int kChunks = kHd / kPerLoad;  // 16-byte chunks per key or value row
-      __syncthreads();                         // the previous tile's reads are done
-      for (int c = threadIdx.x; c < n * kChunks; c += kTile * kHeads) {
-        const int64_t j = c / kChunks, pos = t0 + j;
-        const int part = static_cast<int>(c % kChunks);
-        const T* base = static_cast<const T*>(kv.page_ptr[table[pos / kv.page_tokens]]) +
-                        (pos % kv.page_tokens) * kHd + part * kPerLoad;
-        *reinterpret_cast<int4*>(ks + j * kKeyStride + part * kPerLoad) =
-            *reinterpret_cast<const int4*>(base + k_off);
-        *reinterpret_cast<int4*>(vs + j * kHd + part * kPerLoad) =
-            *reinterpret_cast<const int4*>(base + v_off);
+      if constexpr (kBuffers == 2) {
+        if (t0 + kTile < ctx) {
+          issue(t0 + kTile, buf ^ 1);  // its buffer was last read in the tile before this one
+        } else {
+          CopyCommit();
+        }
+        CopyWait<1>();
+      } else {
+        issue(t0, 0);  // the previous tile's reads ended at its closing barrier
+        CopyWait<0>();
       }
       __syncthreads();
     }
@@ -233,11 +254,13 @@ __global__ void __launch_bounds__(kTile* kHeads)
   }
 }
 
-// Shared memory of a staged block: the tile's keys (rows padded) and values.
+// Shared memory of a staged block: the tile's keys (rows padded) and values, twice (the next tile's
+// copies land while this one is read) for head sizes up to 128.
 template <typename T, int kDims>
 constexpr int StagedBytes() {
-  return kTile * (kDims * 32 + 16 / static_cast<int>(sizeof(T))) * static_cast<int>(sizeof(T)) +
-         kTile * kDims * 32 * static_cast<int>(sizeof(T));
+  return (kDims <= 4 ? 2 : 1) *
+         (kTile * (kDims * 32 + 16 / static_cast<int>(sizeof(T))) * static_cast<int>(sizeof(T)) +
+          kTile * kDims * 32 * static_cast<int>(sizeof(T)));
 }
 
 // The staged kernel for `group` query heads per KV head (f16 caches, groups of 2..8 heads); false

@@ -249,14 +249,14 @@ TEST(CudaOps, NormRopeSwiGluAttentionMatchTheCpuBackend) {
   }
 }
 
-// Attention of a row alone (the per-head kernel) and inside a batch of 40 rows (keys and values staged
-// in shared memory once per KV head, for the query heads of its group): the same bits, for head sizes
-// 64 and 128 and groups of 6 and 4.
+// Attention of a row alone (the per-head kernel) and inside a batch of 300 rows (keys and values staged
+// in shared memory once per KV head, for the query heads of its group, three tiles of positions): the
+// same bits, for head sizes 64 and 128 and groups of 6 and 4.
 TEST(CudaOps, AttentionRowsAreBitIdenticalAloneAndInABatch) {
   SKIP_WITHOUT_GPU();
   Pair be;
   ASSERT_TRUE(be.gpu);
-  const int64_t n = 40, pt = 16;
+  const int64_t n = 300, pt = 16;
   for (const auto [hd, n_head, n_kv] : {std::tuple<int64_t, int64_t, int64_t>{128, 12, 2}, {64, 8, 2}}) {
     SCOPED_TRACE("head_dim " + std::to_string(hd) + ", " + std::to_string(n_head) + " heads");
     Backend& b = *be.gpu;
@@ -264,7 +264,7 @@ TEST(CudaOps, AttentionRowsAreBitIdenticalAloneAndInABatch) {
     const Tensor q = Upload(b, Random(static_cast<size_t>(n * n_head * hd), 21), n, n_head * hd, seq.plan());
     const Tensor kt = Upload(b, Random(static_cast<size_t>(n * n_kv * hd), 22), n, n_kv * hd, seq.plan());
     const Tensor vt = Upload(b, Random(static_cast<size_t>(n * n_kv * hd), 23), n, n_kv * hd, seq.plan());
-    auto kv = b.CreateKv({.n_layer = 1, .n_kv_head = n_kv, .head_dim = hd, .page_tokens = pt}, 8);
+    auto kv = b.CreateKv({.n_layer = 1, .n_kv_head = n_kv, .head_dim = hd, .page_tokens = pt}, 32);
     ASSERT_TRUE(kv.ok());
     ASSERT_TRUE(b.GrowKv(*kv, static_cast<int64_t>(seq.pages.size())).ok());
     b.SetBatch(seq.plan());
@@ -274,7 +274,7 @@ TEST(CudaOps, AttentionRowsAreBitIdenticalAloneAndInABatch) {
     b.Attention(*kv, 0, q, 0.088f, *all);
     const std::vector<float> batch = Fetch(b, *all);
     const std::vector<float> qv = Fetch(b, q);
-    for (int64_t r : {int64_t{0}, int64_t{17}, int64_t{39}}) {
+    for (int64_t r : {int64_t{0}, int64_t{17}, int64_t{139}, int64_t{299}}) {
       OneSeq one(1, pt);
       one.positions = {static_cast<int32_t>(r)};
       one.pages = seq.pages;

@@ -9,15 +9,14 @@
 //
 // The weights stay in their device layout in shared memory (Q4_K nibbles and Q6_K bit planes are taken
 // apart when the mma operands are built): cp.async brings segment s + 1 while segment s is computed,
-// two stages; the few scales per segment come through registers. Inside a block the bytes of a block
-// may be fed to the mma in any order that is the same for weights and activations (the integer dot
-// does not care): for the k32 formats lane q of a quad takes bytes [8q, 8q + 8) as k = 4q..4q+3 and
-// 16+4q..16+4q+3, one 8-byte load for two registers; row strides are chosen so those loads meet no
-// bank conflicts.
+// two stages; the few scales per segment come through registers. The mma operands come out of shared
+// memory by ldmatrix, already in the registers the mma reads (Q4_K: its raw nibble bytes, masked
+// after), and row strides are 16 bytes past a multiple of 128 so its eight rows meet no bank conflict.
 //
 // Napkin math (pp512, 1.5B geometry): 1.3 G multiply-adds per token, in 32-weight blocks: 20 M block
 // terms per token at ~5 instructions each (mma is a small part); at 4 warp-instructions per clock per
 // SM that is ~2.3 ms for the 512 tokens' matrices on 132 SMs at 1.98 GHz, the floor of this design.
+#include "backends/cuda/async_copy.cuh"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/qblock.cuh"
 
@@ -35,19 +34,28 @@ __device__ __forceinline__ void Mma32(int* c, const int* a, int b0, int b1) {
       : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+// Four 8x8 matrices of 16-bit elements (here: 8 rows x 16 bytes of int8) from shared memory, lane l
+// giving the address of row l % 8 of matrix l / 8; register i holds, for lane (g = l / 4, q = l % 4),
+// bytes 4q..4q+3 of row g of matrix i: the mma operands' order, with no moves to assemble them.
+__device__ __forceinline__ void LoadMatrices4(int* r, const void* row) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void LoadMatrices2(int* r, const void* row) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+}
+// The row and byte offset a lane addresses to load the m16 x k32 operand at (row0, col0).
+__device__ __forceinline__ int OperandRow(int lane) { return (lane & 7) + ((lane >> 3) & 1) * 8; }
+__device__ __forceinline__ int OperandCol(int lane) { return (lane >> 4) * 16; }
+
 __device__ __forceinline__ void Mma16(int* c, int a0, int a1, int b0) {
   asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
       : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
       : "r"(a0), "r"(a1), "r"(b0));
 }
-
-// 16 bytes global -> shared without passing through registers; zeros when !valid (nothing is read).
-__device__ __forceinline__ void CopyAsync16(void* dst, const void* src, bool valid) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void CopyCommit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void CopyWaitAllButLast() { asm volatile("cp.async.wait_group 1;\n" ::); }
 
 // One segment of 64 activation rows: int8 values (row stride kStride), block scales and (Q4_K) block
 // sums, both stored block-major so a lane reads its two activation rows' values in one 8-byte load.
@@ -94,10 +102,10 @@ struct XScales {
 
 // Q8_0: the int8 weights of a segment and their f16 scales (as f32, block-major).
 struct Q8_0Gemm {
-  static constexpr int kXStride = 288;  // 8-byte loads of 8 rows x 4 lanes: conflict-free
-  static constexpr bool kK16 = false, kSums = false;
+  static constexpr int kXStride = 272;  // ldmatrix rows 16 bytes apart mod 128: conflict-free
+  static constexpr bool kK16 = false, kSums = false, kPrepare = false;
   struct WStage {
-    int8_t q[kTile][288];
+    int8_t q[kTile][272];
     float d[kSeg][kTile];
   };
   struct Dec {};
@@ -136,11 +144,10 @@ struct Q8_0Gemm {
     int a[4];
     float dw[2];
   };
-  static __device__ __forceinline__ Rows RowsOf(const WStage& s, const Dec&, int row, int b, int q) {
+  static __device__ __forceinline__ Rows RowsOf(const WStage& s, const Dec&, int row0, int b, int lane) {
     Rows r;
-    const int2 lo = *reinterpret_cast<const int2*>(&s.q[row][32 * b + 8 * q]);
-    const int2 hi = *reinterpret_cast<const int2*>(&s.q[row + 8][32 * b + 8 * q]);
-    r.a[0] = lo.x, r.a[1] = hi.x, r.a[2] = lo.y, r.a[3] = hi.y;
+    LoadMatrices4(r.a, &s.q[row0 + OperandRow(lane)][32 * b + OperandCol(lane)]);
+    const int row = row0 + (lane >> 2);
     r.dw[0] = s.d[b][row], r.dw[1] = s.d[b][row + 8];
     return r;
   }
@@ -150,13 +157,13 @@ struct Q8_0Gemm {
   }
 };
 
-// Q4_K: the 144-byte super-blocks as stored (row stride 160 for conflict-free 8-byte loads); the
+// Q4_K: the 144-byte super-blocks as stored (row stride 144: 16 bytes mod 128, conflict-free); the
 // scales and mins decoded once per segment into Dec, the activations' block sums into the X stage.
 struct Q4_KGemm {
-  static constexpr int kXStride = 288;
-  static constexpr bool kK16 = false, kSums = true;
+  static constexpr int kXStride = 272;
+  static constexpr bool kK16 = false, kSums = true, kPrepare = true;
   struct WStage {
-    uint8_t raw[kTile][160];
+    uint8_t raw[kTile][144];
   };
   struct Dec {
     float ds[kSeg][kTile], dm[kSeg][kTile];  // d * scale, dmin * min per row and sub-block
@@ -199,15 +206,14 @@ struct Q4_KGemm {
     int a[4];
     float ds[2], dm[2];
   };
-  static __device__ __forceinline__ Rows RowsOf(const WStage& s, const Dec& dec, int row, int b, int q) {
+  // Sub-blocks 2j and 2j + 1 share their 32 bytes (low and high nibbles): the raw bytes, masked.
+  static __device__ __forceinline__ Rows RowsOf(const WStage& s, const Dec& dec, int row0, int b, int lane) {
     Rows r;
-    const int shift = 4 * (b & 1), off = 16 + 32 * (b >> 1) + 8 * q;
-    const int2 lo = *reinterpret_cast<const int2*>(&s.raw[row][off]);
-    const int2 hi = *reinterpret_cast<const int2*>(&s.raw[row + 8][off]);
-    r.a[0] = (static_cast<unsigned>(lo.x) >> shift) & 0x0F0F0F0F;
-    r.a[1] = (static_cast<unsigned>(hi.x) >> shift) & 0x0F0F0F0F;
-    r.a[2] = (static_cast<unsigned>(lo.y) >> shift) & 0x0F0F0F0F;
-    r.a[3] = (static_cast<unsigned>(hi.y) >> shift) & 0x0F0F0F0F;
+    const int shift = 4 * (b & 1), row = row0 + (lane >> 2);
+    int raw[4];
+    LoadMatrices4(raw, &s.raw[row0 + OperandRow(lane)][16 + 32 * (b >> 1) + OperandCol(lane)]);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) r.a[k] = (static_cast<unsigned>(raw[k]) >> shift) & 0x0F0F0F0F;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       r.ds[h] = dec.ds[b][row + 8 * h];
@@ -224,13 +230,15 @@ struct Q4_KGemm {
 // Q6_K: the 208-byte blocks of weights.h (ql[128], qh[64], scales[16]; stride 208 keeps 4-byte loads of
 // 8 rows x 4 lanes conflict-free) and the f16 d through registers; each block is two m16n8k16.
 struct Q6_KGemm {
-  static constexpr int kXStride = 272;  // 4-byte loads: conflict-free
-  static constexpr bool kK16 = true, kSums = false;
+  static constexpr int kXStride = 272;
+  static constexpr bool kK16 = true, kSums = false, kPrepare = true;
   struct WStage {
     uint8_t raw[kTile][208];
     float d[kTile];
   };
-  struct Dec {};
+  struct alignas(16) Dec {
+    int8_t q[kTile][272];  // the segment's 6-bit values minus 32, in weight order
+  };
   struct Scales {
     uint16_t v = 0;
     __device__ __forceinline__ void Load(const DeviceMatrix& w, int64_t o0, int64_t seg, int tid) {
@@ -251,26 +259,30 @@ struct Q6_KGemm {
       CopyAsync16(&s.raw[row][16 * part], ok ? w.q + (o * nsb + seg) * 208 + 16 * part : w.q, ok);
     }
   }
-  static __device__ __forceinline__ void Prepare(const WStage&, XStage<kXStride>&, Dec&, int) {}
+  // Unpacks the segment: per row 4 runs of 16 positions l0.. of each 128-weight half n, four blocks each.
+  static __device__ __forceinline__ void Prepare(const WStage& s, XStage<kXStride>&, Dec& dec, int tid) {
+    for (int c = tid; c < kTile * 4; c += kThreads) {
+      const int row = c >> 2, n = (c >> 1) & 1, l0 = 16 * (c & 1);
+      const uint8_t* raw = s.raw[row];
+      const int4 qa = *reinterpret_cast<const int4*>(raw + 64 * n + l0);
+      const int4 qb = *reinterpret_cast<const int4*>(raw + 64 * n + 32 + l0);
+      const int4 qh = *reinterpret_cast<const int4*>(raw + 128 + 32 * n + l0);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int4 lo = And(Shr(k & 1 ? qb : qa, k >= 2 ? 4 : 0), 0x0F0F0F0F);
+        *reinterpret_cast<int4*>(&dec.q[row][128 * n + 32 * k + l0]) =
+            Q6Values(lo, And(Shr(qh, 2 * k), 0x03030303));
+      }
+    }
+  }
   struct Rows {
     int a[4];  // rows row, row + 8 of the low 16 weights, then of the high 16
     float d_lo[2], d_hi[2];
   };
-  // Weights 4q..4q+3 (+16) of block b = 4n + k: low 4 bits from ql[64n + 32 (k % 2) + ...] (high
-  // nibbles for k >= 2), high 2 bits at bit 2k of qh[32n + ...].
-  static __device__ __forceinline__ int Values(const uint8_t* raw, int b, int l) {
-    const int n = b >> 2, k = b & 3;
-    const unsigned ql = *reinterpret_cast<const unsigned*>(raw + 64 * n + 32 * (k & 1) + l);
-    const unsigned qh = *reinterpret_cast<const unsigned*>(raw + 128 + 32 * n + l);
-    const unsigned lo = (ql >> (k >= 2 ? 4 : 0)) & 0x0F0F0F0F, hi = (qh >> (2 * k)) & 0x03030303;
-    return static_cast<int>(__vsub4(lo | (hi << 4), 0x20202020));
-  }
-  static __device__ __forceinline__ Rows RowsOf(const WStage& s, const Dec&, int row, int b, int q) {
+  static __device__ __forceinline__ Rows RowsOf(const WStage& s, const Dec& dec, int row0, int b, int lane) {
     Rows r;
-    r.a[0] = Values(s.raw[row], b, 4 * q);
-    r.a[1] = Values(s.raw[row + 8], b, 4 * q);
-    r.a[2] = Values(s.raw[row], b, 16 + 4 * q);
-    r.a[3] = Values(s.raw[row + 8], b, 16 + 4 * q);
+    const int row = row0 + (lane >> 2);
+    LoadMatrices4(r.a, &dec.q[row0 + OperandRow(lane)][32 * b + OperandCol(lane)]);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int8_t* sc = reinterpret_cast<const int8_t*>(s.raw[row + 8 * h] + 192 + 2 * b);
@@ -317,19 +329,19 @@ struct Tree {
 template <class F, int b, bool kFull>
 __device__ __forceinline__ void Block(const Stage<F>& st, const typename F::Dec& dec, int row0, int tok0,
                                       int g, int q, int nvalid, Tree (&tree)[4][4], float (&segsum)[4][4]) {
-  const typename F::Rows rw = F::RowsOf(st.w, dec, row0 + g, b, q);
+  const int lane = 4 * g + q;
+  const typename F::Rows rw = F::RowsOf(st.w, dec, row0, b, lane);
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    const int tok = tok0 + 8 * j + g, tq = tok0 + 8 * j + 2 * q;
+    const int tq = tok0 + 8 * j + 2 * q;
     int c[4] = {0, 0, 0, 0}, c2[4] = {0, 0, 0, 0};
+    int bv[2];  // k = 4q.. and 16 + 4q.. of activation row tok0 + 8j + g
+    LoadMatrices2(bv, &st.x.q[tok0 + 8 * j + (lane & 7)][32 * b + ((lane >> 3) & 1) * 16]);
     if constexpr (F::kK16) {
-      const int b0 = *reinterpret_cast<const int*>(&st.x.q[tok][32 * b + 4 * q]);
-      const int b1 = *reinterpret_cast<const int*>(&st.x.q[tok][32 * b + 16 + 4 * q]);
-      Mma16(c, rw.a[0], rw.a[1], b0);
-      Mma16(c2, rw.a[2], rw.a[3], b1);
+      Mma16(c, rw.a[0], rw.a[1], bv[0]);
+      Mma16(c2, rw.a[2], rw.a[3], bv[1]);
     } else {
-      const int2 bv = *reinterpret_cast<const int2*>(&st.x.q[tok][32 * b + 8 * q]);
-      Mma32(c, rw.a, bv.x, bv.y);
+      Mma32(c, rw.a, bv[0], bv[1]);
     }
     const float2 dx = *reinterpret_cast<const float2*>(&st.x.d[b][tq]);
     float2 xs = make_float2(0.0f, 0.0f);
@@ -450,9 +462,9 @@ __global__ void __launch_bounds__(kThreads, 2) GemmKernel(MatVecJob job, Q8Act x
       xs.Load(xq, w.cols, n, r0, seg + 1, tid);
     }
     CopyCommit();
-    CopyWaitAllButLast();  // this thread's copies of segment seg have landed
-    __syncthreads();       // and everyone's
-    if constexpr (F::kSums) {
+    CopyWait<1>();    // this thread's copies of segment seg have landed
+    __syncthreads();  // and everyone's
+    if constexpr (F::kPrepare) {
       F::Prepare(cur.w, cur.x, dec, tid);
       __syncthreads();
     }
