@@ -18,7 +18,11 @@ KernelTable Build(Isa isa, void (*fill_matvec)(KernelTable*), void (*fill_matmul
 
 #if defined(__x86_64__)
 const KernelTable* Avx2Kernels() {
-  static const KernelTable table = Build(Isa::kAvx2, FillAvx2MatVec, FillAvx2MatMul);
+  static const KernelTable table = [] {
+    KernelTable t = Build(Isa::kAvx2, FillAvx2MatVec, FillAvx2MatMul);
+    FillAvx2Packed(&t);
+    return t;
+  }();
   return &table;
 }
 const KernelTable* Avx512Kernels() {
@@ -35,7 +39,11 @@ const KernelTable* NeonKernels() { return nullptr; }
 const KernelTable* Avx2Kernels() { return nullptr; }
 const KernelTable* Avx512Kernels() { return nullptr; }
 const KernelTable* NeonKernels() {
-  static const KernelTable table = Build(Isa::kNeon, FillNeonMatVec, FillNeonMatMul);
+  static const KernelTable table = [] {
+    KernelTable t = Build(Isa::kNeon, FillNeonMatVec, FillNeonMatMul);
+    FillNeonPacked(&t);
+    return t;
+  }();
   return &table;
 }
 #else
