@@ -17,7 +17,7 @@ void FillAvx2MatMul(KernelTable* t);
 void FillAvx512MatVec(KernelTable* t);
 void FillAvx512MatMul(KernelTable* t);
 void FillAvx512Packed(KernelTable* t);
-// AVX2 kernels over the packed layout (not marked native: see packed_avx2.cpp).
+// AVX2 kernels over the packed layout.
 void FillAvx2Packed(KernelTable* t);
 void FillNeonPacked(KernelTable* t);
 void FillAvx512ActQuant(KernelTable* t);

@@ -372,6 +372,11 @@ void FillAvx2Packed(KernelTable* t) {
   t->packed[Slot(GgmlType::kQ8_0)] = PackedQ8_0;
   t->packed[Slot(GgmlType::kQ4_K)] = PackedQ4_K;
   t->packed[Slot(GgmlType::kQ6_K)] = PackedQ6_K;
+  // Measured faster than the GGUF-layout AVX2 kernels (docs/bench/cpu-kernels.md), so AVX2 machines
+  // pack too.
+  t->packed_native[Slot(GgmlType::kQ8_0)] = true;
+  t->packed_native[Slot(GgmlType::kQ4_K)] = true;
+  t->packed_native[Slot(GgmlType::kQ6_K)] = true;
 }
 
 }  // namespace fak::cpu
