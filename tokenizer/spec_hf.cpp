@@ -435,6 +435,8 @@ Result<TokenizerSpec> TokenizerSpecFromHfJson(std::string_view json_text, std::s
     if (!config_text.empty()) config = json::parse(config_text);
   } catch (const json::parse_error& e) {
     return Corrupt("{}: JSON syntax error at byte {}: {}", source, e.byte, e.what());
+  } catch (const json::exception& e) {  // e.g. a number too large for a double (out_of_range)
+    return Corrupt("{}: unreadable JSON: {}", source, e.what());
   }
   if (!root.is_object()) return Corrupt("{}: top level is not an object", source);
   TokenizerSpec spec;

@@ -36,6 +36,10 @@ TEST(TokenizerBadInput, HfJsonMinimalIsAccepted) {
 
 TEST(TokenizerBadInput, HfJsonErrorsNameTheField) {
   ExpectError("{\"model\": ", StatusCode::kCorrupt, "JSON syntax error at byte");
+  // A number beyond a double's range is not a syntax error to the parser but must not escape as an
+  // exception either (found by the tokenizer.json fuzzer).
+  ExpectError(std::string("{\"special\": 1e999, ") + kMinimalModel + "}", StatusCode::kCorrupt,
+              "unreadable JSON");
   ExpectError("[1, 2]", StatusCode::kCorrupt, "top level");
   ExpectError("{}", StatusCode::kNotFound, "missing field model");
   ExpectError(R"({"model": {"type": "BPE", "merges": []}})", StatusCode::kNotFound, "model.vocab");
