@@ -166,20 +166,26 @@ Status RunKernelBench(const KernelBenchOptions& o) {
                GetCpuFeatures().ToString().c_str());
   std::fprintf(out, "last-level cache %.1f MiB; matrix-vector weights are >= %.0f MiB (4x LLC), huge pages\n",
                static_cast<double>(llc) / (1 << 20), static_cast<double>(big) / (1 << 20));
-  const double bw = MeasureReadBandwidth(pool, static_cast<size_t>(big) * 2, o.min_seconds);
+  const double bw = o.matvec ? MeasureReadBandwidth(pool, static_cast<size_t>(big) * 2, o.min_seconds) : 0;
   const double peak = MeasureInt8Peak(pool, k, o.min_seconds);
-  std::fprintf(out, "measured read bandwidth: %.1f GB/s (streaming read of %.0f MiB, %d threads)\n", bw,
-               static_cast<double>(big) * 2 / (1 << 20), threads);
-  std::fprintf(out,
-               "measured int8 peak:      %.0f GOPS (register-only %s dot loop; 1 multiply-add = 2 ops)\n\n",
-               peak, std::string(cpu::IsaName(k.isa)).c_str());
-
+  if (o.matvec) {
+    std::fprintf(out, "measured read bandwidth: %.1f GB/s (streaming read of %.0f MiB, %d threads)\n", bw,
+                 static_cast<double>(big) * 2 / (1 << 20), threads);
+  }
   std::fprintf(
       out,
-      "matrix-vector (decode): time to stream the whole matrix once; GB/s = weight bytes / time;\n"
-      "read GB/s = a plain streaming read of the same buffer, timed in alternation with the kernel\n");
-  std::fprintf(out, "%-9s %-14s %8s %8s %8s %8s %7s %7s\n", "format", "shape", "MiB", "us", "GB/s", "read",
-               "% bw", "% read");
+      "measured int8 peak:      %.0f GOPS, %.0f per thread (register-only %s dot loop; 1 multiply-add "
+      "= 2 ops)\n\n",
+      peak, peak / threads, std::string(cpu::IsaName(k.isa)).c_str());
+
+  if (o.matvec) {
+    std::fprintf(
+        out,
+        "matrix-vector (decode): time to stream the whole matrix once; GB/s = weight bytes / time;\n"
+        "read GB/s = a plain streaming read of the same buffer, timed in alternation with the kernel\n");
+    std::fprintf(out, "%-9s %-14s %8s %8s %8s %8s %7s %7s\n", "format", "shape", "MiB", "us", "GB/s", "read",
+                 "% bw", "% read");
+  }
   auto row = [&](const std::string& name, const std::string& shape, size_t bytes, double s, double read_s) {
     const double gbs = static_cast<double>(bytes) / s * 1e-9,
                  read = static_cast<double>(bytes) / read_s * 1e-9;
@@ -187,7 +193,7 @@ Status RunKernelBench(const KernelBenchOptions& o) {
                  static_cast<double>(bytes) / (1 << 20), s * 1e6, gbs, read, 100 * gbs / bw,
                  100 * gbs / read);
   };
-  for (GgmlType f : types) {
+  for (GgmlType f : o.matvec ? types : std::vector<GgmlType>{}) {
     const int fi = cpu::KernelSlot(f);
     const cpu::RandomMatrix tile = cpu::MakeRandomMatrix(f, 256, o.cols, 7 + fi, /*special=*/false);
     const int64_t rows = (big / static_cast<int64_t>(tile.row_bytes) + 255) / 256 * 256;
@@ -285,15 +291,25 @@ Status RunKernelBench(const KernelBenchOptions& o) {
         return Internal("bench kernels: packed {} matmul differs from the scalar reference", GgmlTypeName(f));
       }
     }
-    const double sp = TimeBest(o.min_seconds, [&] {
-      pool.ParallelFor(o.matmul_rows, cpu::kPackRows, [&](int64_t r0, int64_t r1) {
-        k.packed[fi](wp.data(), o.cols, pact.data(), nt, y.data(), o.matmul_rows, r0, r1);
+    // Row groups claimed dynamically, as the engine's matmul does ("pk"), and one contiguous range per
+    // thread ("pk st").
+    for (bool dynamic : {true, false}) {
+      const double sp = TimeBest(o.min_seconds, [&] {
+        auto fn = [&](int64_t r0, int64_t r1) {
+          k.packed[fi](wp.data(), o.cols, pact.data(), nt, y.data(), o.matmul_rows, r0, r1);
+        };
+        if (dynamic) {
+          pool.ParallelForDynamic(o.matmul_rows, cpu::kPackRows, fn);
+        } else {
+          pool.ParallelFor(o.matmul_rows, cpu::kPackRows, fn);
+        }
       });
-    });
-    const double gopsp = 2.0 * static_cast<double>(o.matmul_rows) * static_cast<double>(o.cols) *
-                         static_cast<double>(nt) / sp * 1e-9;
-    std::fprintf(out, "%-9s %-20s %10.2f %9.0f %7.0f%%\n", (std::string(GgmlTypeName(f)) + " pk").c_str(),
-                 shape.c_str(), sp * 1e3, gopsp, 100 * gopsp / peak);
+      const double gopsp = 2.0 * static_cast<double>(o.matmul_rows) * static_cast<double>(o.cols) *
+                           static_cast<double>(nt) / sp * 1e-9;
+      std::fprintf(out, "%-9s %-20s %10.2f %9.0f %7.0f%%\n",
+                   (std::string(GgmlTypeName(f)) + (dynamic ? " pk" : " pk st")).c_str(), shape.c_str(),
+                   sp * 1e3, gopsp, 100 * gopsp / peak);
+    }
   }
   std::fprintf(out,
                "\n%d of %d timings had no repetition in which all %d threads ran undisturbed (load from "

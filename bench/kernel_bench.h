@@ -18,6 +18,7 @@ struct KernelBenchOptions {
   int64_t cols = 4096;          // row length for both benchmarks
   int64_t matmul_rows = 4096;
   int64_t matmul_tokens = 128;
+  bool matvec = true;        // false: the matrix-matrix part only
   double min_seconds = 1.0;  // per measurement
   FILE* out = stdout;
 };

@@ -535,6 +535,23 @@ TEST(FakCli, BenchNumberListsAreStrict) {
   RunResult ok = RunFak("bench -m " + model + " -p 8,0 -n 0 -r 1 --json");
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
   EXPECT_NE(ok.output.find("\"pp8\""), std::string::npos) << ok.output;
+  // -t takes a list, like llama-bench: one result object per thread count, in the order given.
+  RunResult bad_threads = RunFak("bench -m " + model + " -t 1,two -p 8 -n 0 -r 1");
+  EXPECT_EQ(bad_threads.exit_code, 2) << bad_threads.output;
+  EXPECT_NE(bad_threads.output.find("-t: 'two' is not a whole number"), std::string::npos)
+      << bad_threads.output;
+  RunResult list = RunFak("bench -m " + model + " -t 2,1 -p 8 -n 2 -r 1 --json");
+  ASSERT_EQ(list.exit_code, 0) << list.output;
+  const auto runs = nlohmann::json::parse(list.output.substr(list.output.find('[')));
+  ASSERT_TRUE(runs.is_array()) << list.output;
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0]["threads"], 2);
+  EXPECT_EQ(runs[1]["threads"], 1);
+  for (const auto& run : runs) {
+    ASSERT_EQ(run["results"].size(), 2u);
+    EXPECT_EQ(run["results"][0]["test"], "pp8");
+    EXPECT_GT(run["results"][1]["tokens_per_second"].get<double>(), 0);
+  }
 }
 
 TEST(FakCli, TokenizeAndTemplate) {

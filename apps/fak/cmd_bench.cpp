@@ -19,6 +19,7 @@
 #include "core/cpu_features.h"
 #include "core/timer.h"
 #include "engine/session.h"
+#include "quant/ggml_type.h"  // GgmlTypeFromName
 
 namespace fak::cli {
 namespace {
@@ -84,6 +85,11 @@ void RegisterBench(CLI::App& app, Context& ctx) {
   static bool as_json = false;
   mf.Add(cmd);
   cmd->get_option("--model")->required(false);
+  // -t takes a list here, like llama-bench: every test runs at each thread count.
+  static std::string thread_list;
+  cmd->remove_option(cmd->get_option("--threads"));
+  cmd->add_option("-t,--threads", thread_list,
+                  "Threads, comma-separated, e.g. 1,2,4,8,16 (default: FAK_THREADS or all CPUs)");
   cmd->add_option("-p,--n-prompt", pp, "Prefill sizes, comma-separated (0 to skip)");
   cmd->add_option("-n,--n-gen", tg, "Decode lengths, comma-separated (0 to skip)");
   cmd->add_option("-r,--repetitions", reps, "Timed repetitions per test");
@@ -94,7 +100,24 @@ void RegisterBench(CLI::App& app, Context& ctx) {
   static bench::KernelBenchOptions ko;
   kern->add_option("-t,--threads", ko.threads, "Threads");
   kern->add_option("--seconds", ko.min_seconds, "Minimum seconds per measurement");
+  static std::vector<std::string> kern_types;
+  kern->add_option("--type", kern_types, "Weight types to run (repeatable; default: all)");
+  kern->add_option("--cols", ko.cols, "Row length (a multiple of 256)");
+  kern->add_option("--rows", ko.matmul_rows, "Rows of the matrix-matrix benchmark");
+  kern->add_option("--tokens", ko.matmul_tokens, "Tokens of the matrix-matrix benchmark");
+  static bool matmul_only = false;
+  kern->add_flag("--matmul-only", matmul_only, "Skip the matrix-vector part");
   kern->callback([&ctx]() {
+    ko.matvec = !matmul_only;
+    ko.types.clear();
+    for (const std::string& name : kern_types) {
+      const auto t = GgmlTypeFromName(name);
+      if (!t) {
+        ctx.exit_code = UsageError("bench kernels: unknown --type '" + name + "'");
+        return;
+      }
+      ko.types.push_back(*t);
+    }
     Status s = bench::RunKernelBench(ko);
     if (!s.ok()) ctx.exit_code = Fail(s.ToString());
   });
@@ -116,10 +139,15 @@ void RegisterBench(CLI::App& app, Context& ctx) {
     }
     auto pps = ParseCountList("-p", pp, 0);
     auto tgs = ParseCountList("-n", tg, 0);
-    if (!pps.ok() || !tgs.ok()) {
-      ctx.exit_code = UsageError("bench: " + (pps.ok() ? tgs : pps).status().message());
-      return;
+    auto ths = thread_list.empty() ? Result<std::vector<int64_t>>(std::vector<int64_t>{0})
+                                   : ParseCountList("-t", thread_list, 0);
+    for (const auto* list : {&pps, &tgs, &ths}) {
+      if (!list->ok()) {
+        ctx.exit_code = UsageError("bench: " + list->status().message());
+        return;
+      }
     }
+    mf.threads = static_cast<int>((*ths)[0]);
     auto loaded = LoadForRun(mf, /*need_tokenizer=*/false);
     if (!loaded.ok()) {
       ctx.exit_code = Fail(loaded.status().ToString());
@@ -133,55 +161,70 @@ void RegisterBench(CLI::App& app, Context& ctx) {
       if (n > 0) tests.emplace_back("tg", n);
     int64_t need = 16;
     for (const auto& t : tests) need = std::max(need, t.second);
-    auto session = CreateSession(mf, *loaded, need);
-    if (!session.ok()) {
-      ctx.exit_code = Fail(session.status().ToString());
-      return;
-    }
     // Bytes a decode step streams: every weight but a table only read a row at a time.
     const uint64_t step_bytes = m.weight_bytes - m.lookup_only_bytes;
-    nlohmann::json results = nlohmann::json::array();
-    for (const auto& [kind, n] : tests) {
-      std::vector<double> samples;
-      for (int r = 0; r <= reps; ++r) {  // r == 0 warms up
-        auto tps = TimeOne(**session, kind, n, m.config.vocab_size);
-        if (!tps.ok()) {
-          ctx.exit_code = Fail(tps.status().ToString());
+    const std::string type = std::string(GgmlTypeName(MainWeightType(m)));
+    nlohmann::json docs = nlohmann::json::array();
+    for (size_t ti = 0; ti < ths->size(); ++ti) {
+      if (ti > 0) {  // a fresh backend with this many threads; the loaded weights are reused
+        loaded->runtime.reset();
+        auto be = CreateBackend({.name = mf.backend, .threads = static_cast<int>((*ths)[ti])});
+        if (!be.ok()) {
+          ctx.exit_code = Fail(be.status().ToString());
           return;
         }
-        if (r > 0) samples.push_back(*tps);
+        loaded->backend = std::move(be).value();
       }
-      Stats st = Summarize(samples);
-      results.push_back(
-          {{"test", kind + std::to_string(n)},
-           {"tokens_per_second", st.mean},
-           {"stddev", st.stddev},
-           {"samples", st.samples},
-           {"weight_gb_per_second", kind == "tg" ? st.mean * static_cast<double>(step_bytes) / 1e9 : 0}});
+      auto session = CreateSession(mf, *loaded, need);
+      if (!session.ok()) {
+        ctx.exit_code = Fail(session.status().ToString());
+        return;
+      }
+      nlohmann::json results = nlohmann::json::array();
+      for (const auto& [kind, n] : tests) {
+        std::vector<double> samples;
+        for (int r = 0; r <= reps; ++r) {  // r == 0 warms up
+          auto tps = TimeOne(**session, kind, n, m.config.vocab_size);
+          if (!tps.ok()) {
+            ctx.exit_code = Fail(tps.status().ToString());
+            return;
+          }
+          if (r > 0) samples.push_back(*tps);
+        }
+        Stats st = Summarize(samples);
+        results.push_back(
+            {{"test", kind + std::to_string(n)},
+             {"tokens_per_second", st.mean},
+             {"stddev", st.stddev},
+             {"samples", st.samples},
+             {"weight_gb_per_second", kind == "tg" ? st.mean * static_cast<double>(step_bytes) / 1e9 : 0}});
+      }
+      session->reset();
+      docs.push_back({{"model", mf.model},
+                      {"arch", m.config.arch},
+                      {"weights", type},
+                      {"weight_bytes", m.weight_bytes},
+                      {"decode_step_bytes", step_bytes},
+                      {"backend", loaded->backend->name()},
+                      {"threads", loaded->backend->threads()},
+                      {"isa", std::string(cpu::IsaName(cpu::Kernels().isa))},
+                      {"cpu", GetCpuFeatures().model_name},
+                      {"load_seconds", m.load_seconds},
+                      {"peak_rss_mib", PeakRssMiB()},
+                      {"results", results}});
     }
-    const std::string type = std::string(GgmlTypeName(MainWeightType(m)));
-    nlohmann::json doc = {{"model", mf.model},
-                          {"arch", m.config.arch},
-                          {"weights", type},
-                          {"weight_bytes", m.weight_bytes},
-                          {"decode_step_bytes", step_bytes},
-                          {"backend", loaded->backend->name()},
-                          {"threads", loaded->backend->threads()},
-                          {"isa", std::string(cpu::IsaName(cpu::Kernels().isa))},
-                          {"cpu", GetCpuFeatures().model_name},
-                          {"load_seconds", m.load_seconds},
-                          {"peak_rss_mib", PeakRssMiB()},
-                          {"results", results}};
-    if (as_json) {
-      fmt::print("{}\n", doc.dump(2));
+    if (as_json) {  // one object for one thread count (as before lists existed), else an array
+      fmt::print("{}\n", docs.size() == 1 ? docs[0].dump(2) : docs.dump(2));
       return;
     }
     fmt::print("| model | weights | size | threads | isa | test | t/s |\n|---|---|---:|---:|---|---|---:|\n");
-    for (const auto& r : results) {
-      fmt::print("| {} | {} | {:.2f} GiB | {} | {} | {} | {:.2f} ± {:.2f} |\n", m.config.arch, type,
-                 static_cast<double>(m.weight_bytes) / (1ull << 30), loaded->backend->threads(),
-                 cpu::IsaName(cpu::Kernels().isa), r["test"].get<std::string>(),
-                 r["tokens_per_second"].get<double>(), r["stddev"].get<double>());
+    for (const auto& d : docs) {
+      for (const auto& r : d["results"]) {
+        fmt::print("| {} | {} | {:.2f} GiB | {} | {} | {} | {:.2f} ± {:.2f} |\n", m.config.arch, type,
+                   static_cast<double>(m.weight_bytes) / (1ull << 30), d["threads"].get<int>(),
+                   cpu::IsaName(cpu::Kernels().isa), r["test"].get<std::string>(),
+                   r["tokens_per_second"].get<double>(), r["stddev"].get<double>());
+      }
     }
     fmt::print("\nload {:.2f} s, peak RSS {:.0f} MiB\n", m.load_seconds, PeakRssMiB());
   });

@@ -1,11 +1,14 @@
 #include "backends/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <new>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -107,6 +110,25 @@ class CpuBackend final : public Backend {
       if (op_calls_[i] == 0) continue;
       std::fprintf(stderr, "  %-14s %9.1f ms %5.1f%%  %8lld calls\n", kOpNames[i], op_ns_[i] * 1e-6,
                    100.0 * op_ns_[i] / total, static_cast<long long>(op_calls_[i]));
+    }
+    std::fprintf(stderr, "  MatMul activation quantization %9.1f ms %5.1f%%\n",
+                 static_cast<double>(quantize_ns_) * 1e-6, 100.0 * static_cast<double>(quantize_ns_) / total);
+    // Matrix products by shape (weight rows x columns; prompt passes and decode steps apart).
+    std::map<std::tuple<int64_t, int64_t, bool>, std::pair<double, int64_t>> by_shape;
+    for (size_t i = 0; i < matrices_.size(); ++i) {
+      for (int multi = 0; multi < 2; ++multi) {
+        const MatMulTime& t = matmul_time_[i][multi];
+        if (t.calls == 0) continue;
+        auto& [ns, calls] = by_shape[{matrices_[i].rows, matrices_[i].cols, multi == 1}];
+        ns += t.ns;
+        calls += t.calls;
+      }
+    }
+    for (const auto& [shape, t] : by_shape) {
+      std::fprintf(stderr, "  MatMul %6lld x %-6lld %-7s %9.1f ms %5.1f%%  %8lld calls\n",
+                   static_cast<long long>(std::get<0>(shape)), static_cast<long long>(std::get<1>(shape)),
+                   std::get<2>(shape) ? "rows>1" : "rows=1", t.first * 1e-6, 100.0 * t.first / total,
+                   static_cast<long long>(t.second));
     }
   }
 
@@ -240,9 +262,19 @@ class CpuBackend final : public Backend {
 
   void MatMul(BoundWeight w, Tensor x, Tensor y) override {
     if (!error_.ok()) return;
-    Profile prof(this, kMatMul);
-    Status s = cpu::MatMul(matrices_[static_cast<size_t>(w.id)], x.data, x.rows, y.data, pool_, &k_);
-    if (!s.ok()) Fail(std::move(s));
+    const int64_t t0 = profile_ ? NowNanos() : 0;
+    {
+      Profile prof(this, kMatMul);
+      Status s = cpu::MatMul(matrices_[static_cast<size_t>(w.id)], x.data, x.rows, y.data, pool_, &k_,
+                             profile_ ? &quantize_ns_ : nullptr);
+      if (!s.ok()) Fail(std::move(s));
+    }
+    if (profile_) {
+      matmul_time_.resize(matrices_.size());
+      MatMulTime& t = matmul_time_[static_cast<size_t>(w.id)][x.rows > 1 ? 1 : 0];
+      t.ns += static_cast<double>(NowNanos() - t0);
+      ++t.calls;
+    }
   }
 
   void RmsNorm(Tensor x, BoundWeight w, Tensor y, float eps) override {
@@ -257,7 +289,9 @@ class CpuBackend final : public Backend {
   void AddRow(Tensor x, BoundWeight b) override {
     if (!error_.ok()) return;
     Profile prof(this, kAddRow);
-    AddBias(x.data, vectors_[static_cast<size_t>(b.id)], x.rows, x.cols);
+    const float* bias = vectors_[static_cast<size_t>(b.id)];
+    Rows(x.rows, x.cols,
+         [&](int64_t r0, int64_t r1) { AddBias(x.data + r0 * x.cols, bias, r1 - r0, x.cols); });
   }
 
   void Add(Tensor x, Tensor y) override {
@@ -293,26 +327,29 @@ class CpuBackend final : public Backend {
     Profile prof(this, kKvWrite);
     const KvStore& s = kv_[static_cast<size_t>(kv)];
     const int64_t hd = s.g.head_dim, pt = s.g.page_tokens;
-    for (int64_t r = 0; r < k.rows; ++r) {
-      const int64_t pos = positions_[static_cast<size_t>(r)];
-      const int32_t page = SeqPage(r, pos / pt);
-      const int64_t off = (pos % pt) * hd;
-      for (int64_t h = 0; h < s.g.n_kv_head; ++h) {
-        const float* ks = k.data + r * k.cols + h * hd;
-        const float* vs = v.data + r * v.cols + h * hd;
-        if (s.g.f32) {
-          std::memcpy(s.Block(page, layer, h, 0) + off * 2, ks, static_cast<size_t>(hd) * 4);
-          std::memcpy(s.Block(page, layer, h, 1) + off * 2, vs, static_cast<size_t>(hd) * 4);
-          continue;
-        }
-        uint16_t* kd = s.Block(page, layer, h, 0) + off;
-        uint16_t* vd = s.Block(page, layer, h, 1) + off;
-        for (int64_t i = 0; i < hd; ++i) {
-          kd[i] = FloatToHalf(ks[i]);
-          vd[i] = FloatToHalf(vs[i]);
+    // Rows write disjoint slots (one position each), so they split across the pool like any row op.
+    Rows(k.rows, 2 * k.cols, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t pos = positions_[static_cast<size_t>(r)];
+        const int32_t page = SeqPage(r, pos / pt);
+        const int64_t off = (pos % pt) * hd;
+        for (int64_t h = 0; h < s.g.n_kv_head; ++h) {
+          const float* ks = k.data + r * k.cols + h * hd;
+          const float* vs = v.data + r * v.cols + h * hd;
+          if (s.g.f32) {
+            std::memcpy(s.Block(page, layer, h, 0) + off * 2, ks, static_cast<size_t>(hd) * 4);
+            std::memcpy(s.Block(page, layer, h, 1) + off * 2, vs, static_cast<size_t>(hd) * 4);
+            continue;
+          }
+          uint16_t* kd = s.Block(page, layer, h, 0) + off;
+          uint16_t* vd = s.Block(page, layer, h, 1) + off;
+          for (int64_t i = 0; i < hd; ++i) {
+            kd[i] = FloatToHalf(ks[i]);
+            vd[i] = FloatToHalf(vs[i]);
+          }
         }
       }
-    }
+    });
   }
 
   void Attention(int32_t kv, int64_t layer, Tensor q, float scale, Tensor out) override {
@@ -339,7 +376,8 @@ class CpuBackend final : public Backend {
     const int64_t per_item = grouped ? group : 1;
     const int64_t n_items = grouped ? T * nkv : T * nh;
     const int64_t scratch = AttendScratchFloats(per_item, hd, max_ctx_);
-    scores_.resize(static_cast<size_t>(pool_.size()) * static_cast<size_t>(scratch));
+    const size_t scores_size = static_cast<size_t>(pool_.size()) * static_cast<size_t>(scratch);
+    if (scores_.size() < scores_size) scores_.resize(scores_size);  // grow only: no refill per call
     const AttendGroupFn attend = k_.attend_group;
     pool_.Run([&](int tid, int nt) {
       float* sc = &scores_[static_cast<size_t>(tid) * static_cast<size_t>(scratch)];
@@ -413,7 +451,9 @@ class CpuBackend final : public Backend {
     const int64_t nv = d.n_v_head, cd = d.conv_dim(), head_floats = d.k_dim * d.v_dim;
     const int64_t n_items = static_cast<int64_t>(seq_rows_.size()) * nv;
     const int64_t scratch = 2 * (d.k_dim + d.v_dim);
-    rule_scratch_.resize(static_cast<size_t>(pool_.size() * scratch));
+    if (rule_scratch_.size() < static_cast<size_t>(pool_.size() * scratch)) {
+      rule_scratch_.resize(static_cast<size_t>(pool_.size() * scratch));
+    }
     // Work items: (sequence, value head); each runs its rows in order on one thread.
     auto item = [&](int64_t i, float* sc) {
       const SeqRows& sr = seq_rows_[static_cast<size_t>(i / nv)];
@@ -517,6 +557,13 @@ class CpuBackend final : public Backend {
   bool profile_ = ProfilingEnabled();
   double op_ns_[kNumProfiledOps] = {};
   int64_t op_calls_[kNumProfiledOps] = {};
+  struct MatMulTime {
+    double ns = 0;
+    int64_t calls = 0;
+  };
+  std::vector<std::array<MatMulTime, 2>> matmul_time_;
+  int64_t quantize_ns_ =
+      0;  // of MatMul's time, quantizing activations  // per bound matrix: decode steps, prompt passes
   Status error_ = Status::Ok();
   std::vector<QuantMatrix> matrices_;
   std::vector<const float*> vectors_;

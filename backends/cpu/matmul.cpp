@@ -1,6 +1,7 @@
 #include "backends/cpu/matmul.h"
 
 #include "backends/cpu/packed.h"  // PackedActivationBytes, QuantizePackedActivations
+#include "core/timer.h"           // NowNanos
 
 namespace fak::cpu {
 
@@ -35,25 +36,33 @@ Result<QuantMatrix> MakePackedQuantMatrix(GgmlType type, const void* data, int64
 
 namespace {
 
+// Grows a reused scratch buffer, never shrinks it: shrinking and growing again would zero-fill the
+// regrown part on every call (a 2 MB memset per down projection of a 256-token prompt, on one thread).
+void GrowTo(std::vector<uint8_t>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
 // The packed kernels take block-major activations; quantized once per call into a reused buffer.
 const uint8_t* QuantizeForPacked(const QuantMatrix& w, const float* x, int64_t n_tokens, ThreadPool& pool,
-                                 const KernelTable& k) {
+                                 const KernelTable& k, int64_t* quantize_ns) {
+  const int64_t t0 = quantize_ns != nullptr ? NowNanos() : 0;
   static thread_local std::vector<uint8_t> buffer;
   std::vector<uint8_t>& act = buffer;
-  act.resize(PackedActivationBytes(w.type, w.cols, n_tokens) + 64);
+  GrowTo(act, PackedActivationBytes(w.type, w.cols, n_tokens) + 64);
   uint8_t* a = act.data();
   const QuantizePackedFn quantize = k.quantize_packed[KernelSlot(w.type)];
   pool.ParallelFor(n_tokens, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) quantize(x + t * w.cols, w.cols, t, n_tokens, a);
   });
+  if (quantize_ns != nullptr) *quantize_ns += NowNanos() - t0;
   return a;
 }
 
 Status MatMulPacked(const QuantMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
-                    const KernelTable& k) {
+                    const KernelTable& k, int64_t* quantize_ns) {
   const int f = KernelSlot(w.type);
   if (k.packed[f] == nullptr) return Internal("matmul: no packed kernel for {}", GgmlTypeName(w.type));
-  const uint8_t* a = QuantizeForPacked(w, x, n_tokens, pool, k);
+  const uint8_t* a = QuantizeForPacked(w, x, n_tokens, pool, k, quantize_ns);
   pool.ParallelForDynamic(w.rows, kPackRows, [&](int64_t r0, int64_t r1) {
     k.packed[f](w.data, w.cols, a, n_tokens, y, w.rows, r0, r1);
   });
@@ -66,14 +75,14 @@ Status MatMulPacked(const QuantMatrix& w, const float* x, int64_t n_tokens, floa
 constexpr int64_t kPackOnTheFlyTokens = 16;
 
 Status MatMulPackingOnTheFly(const QuantMatrix& w, const float* x, int64_t n_tokens, float* y,
-                             ThreadPool& pool, const KernelTable& k) {
+                             ThreadPool& pool, const KernelTable& k, int64_t* quantize_ns) {
   const int f = KernelSlot(w.type);
-  const uint8_t* a = QuantizeForPacked(w, x, n_tokens, pool, k);
+  const uint8_t* a = QuantizeForPacked(w, x, n_tokens, pool, k, quantize_ns);
   const size_t group_bytes = PackedGroupBytes(w.type, w.cols);
   bool ok = true;
   pool.ParallelForDynamic(w.rows, kPackRows, [&](int64_t r0, int64_t r1) {
     static thread_local std::vector<uint8_t> scratch;  // one packed group
-    scratch.resize(group_bytes);
+    GrowTo(scratch, group_bytes);
     for (int64_t r = r0; r < r1; r += kPackRows) {
       const int64_t valid = r1 - r < kPackRows ? r1 - r : kPackRows;
       if (!PackMatrix(w.type, w.data + r * w.row_bytes, valid, w.cols, scratch.data()).ok()) {
@@ -89,20 +98,20 @@ Status MatMulPackingOnTheFly(const QuantMatrix& w, const float* x, int64_t n_tok
 }  // namespace
 
 Status MatMul(const QuantMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
-              const KernelTable* table) {
+              const KernelTable* table, int64_t* quantize_ns) {
   if (n_tokens <= 0) return InvalidArgument("matmul: n_tokens is {}", n_tokens);
   if (w.data == nullptr || x == nullptr || y == nullptr) return InvalidArgument("matmul: null buffer");
   const KernelTable& k = table != nullptr ? *table : Kernels();
-  if (w.packed) return MatMulPacked(w, x, n_tokens, y, pool, k);
+  if (w.packed) return MatMulPacked(w, x, n_tokens, y, pool, k, quantize_ns);
   const int f = KernelSlot(w.type);
   if (n_tokens >= kPackOnTheFlyTokens && HasPackedLayout(w.type) && k.packed_native[f]) {
-    return MatMulPackingOnTheFly(w, x, n_tokens, y, pool, k);
+    return MatMulPackingOnTheFly(w, x, n_tokens, y, pool, k, quantize_ns);
   }
   const size_t act_stride = ActivationRowBytes(w.type, w.cols);
   // (n_tokens, act_stride) bytes of activation blocks, quantized once and shared by every row.
   static thread_local std::vector<uint8_t> buffer;
   std::vector<uint8_t>& act = buffer;  // the caller's buffer, also inside the workers' lambdas
-  act.resize(act_stride * static_cast<size_t>(n_tokens) + 64);
+  GrowTo(act, act_stride * static_cast<size_t>(n_tokens) + 64);
   pool.ParallelFor(n_tokens, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       QuantizeActivations(w.type, x + t * w.cols, act.data() + t * act_stride, w.cols);

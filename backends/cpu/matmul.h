@@ -29,8 +29,9 @@ Result<QuantMatrix> MakeQuantMatrix(GgmlType type, const void* data, int64_t row
 // The same for a packed copy made by PackMatrix (q8_0, q4_k, q6_k); `data` holds PackedBytes bytes.
 Result<QuantMatrix> MakePackedQuantMatrix(GgmlType type, const void* data, int64_t rows, int64_t cols);
 
-// x: (n_tokens, w.cols) f32, y: (n_tokens, w.rows) f32. Uses Kernels() unless `table` is given.
+// x: (n_tokens, w.cols) f32, y: (n_tokens, w.rows) f32. Uses Kernels() unless `table` is given. When
+// `quantize_ns` is given, the nanoseconds spent quantizing the activations are added to it (profiling).
 Status MatMul(const QuantMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
-              const KernelTable* table = nullptr);
+              const KernelTable* table = nullptr, int64_t* quantize_ns = nullptr);
 
 }  // namespace fak::cpu
