@@ -35,5 +35,7 @@ int64_t AttendScratchFloats(int64_t group, int64_t head_dim, int64_t n_ctx);
 void AttendGroupPortable(const float* q, int64_t group, int64_t head_dim, const HeadKv& kv, int64_t n_ctx,
                          float scale, float* scratch, float* out);
 AttendGroupFn AttendGroupAvx2();  // nullptr when not compiled for this target
+// The AVX2 kernel's arithmetic on 16-lane registers: the same bits, faster (attention_avx512.cpp).
+AttendGroupFn AttendGroupAvx512();
 
 }  // namespace fak::cpu

@@ -30,6 +30,7 @@ const KernelTable* Avx512Kernels() {
     KernelTable t = Build(Isa::kAvx512, FillAvx512MatVec, FillAvx512MatMul);
     FillAvx512Packed(&t);
     FillAvx512ActQuant(&t);
+    if (AttendGroupAvx512() != nullptr) t.attend_group = AttendGroupAvx512();
     return t;
   }();
   return &table;

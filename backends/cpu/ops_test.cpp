@@ -231,24 +231,29 @@ TEST(Ops, ExpFastIsCloseToExpAndSimdFormsGiveTheSameBits) {
   }
 }
 
+// On AVX-512 machines the grouped kernel is attention_avx512.cpp and the one-head kernel the AVX2 one:
+// equal bits here also check that the 16-lane kernel keeps the 8-lane arithmetic (head sizes 64 and 128
+// take its unrolled value sums, 80 the general one, 72 its fallback).
 TEST(Ops, GroupedAttentionGivesEachHeadsOneHeadBits) {
-  const int64_t hd = 64, page = 16, group = 7;
-  for (int64_t n_ctx : {1, 5, 64, 65, 150}) {
-    const int64_t n_pages = (n_ctx + page - 1) / page;
-    auto kf = Random(n_pages * page * hd, 31), vf = Random(n_pages * page * hd, 32);
-    F16Pages pages(kf, vf, n_pages * page, hd, page);
-    const cpu::HeadKv kv = pages.kv();
-    auto q = Random(group * hd, 33);
-    const cpu::KernelTable& k = cpu::Kernels();
-    std::vector<float> scratch(cpu::AttendScratchFloats(group, hd, n_ctx)), grouped(group * hd), one(hd);
-    k.attend_group(q.data(), group, hd, kv, n_ctx, 0.125f, scratch.data(), grouped.data());
-    for (int64_t g = 0; g < group; ++g) {
-      k.attend_group(&q[g * hd], 1, hd, kv, n_ctx, 0.125f, scratch.data(), one.data());
-      ASSERT_EQ(0, std::memcmp(one.data(), &grouped[g * hd], hd * 4)) << "head " << g << " n_ctx " << n_ctx;
-      k.attend(&q[g * hd], hd, kv, n_ctx, 0.125f, scratch.data(), one.data());
-      ASSERT_EQ(0, std::memcmp(one.data(), &grouped[g * hd], hd * 4)) << "one-head kernel, head " << g;
+  const int64_t page = 16, group = 7;
+  for (int64_t hd : {64, 72, 80, 128})
+    for (int64_t n_ctx : {1, 5, 64, 65, 150}) {
+      const int64_t n_pages = (n_ctx + page - 1) / page;
+      auto kf = Random(n_pages * page * hd, 31), vf = Random(n_pages * page * hd, 32);
+      F16Pages pages(kf, vf, n_pages * page, hd, page);
+      const cpu::HeadKv kv = pages.kv();
+      auto q = Random(group * hd, 33);
+      const cpu::KernelTable& k = cpu::Kernels();
+      std::vector<float> scratch(cpu::AttendScratchFloats(group, hd, n_ctx)), grouped(group * hd), one(hd);
+      k.attend_group(q.data(), group, hd, kv, n_ctx, 0.125f, scratch.data(), grouped.data());
+      for (int64_t g = 0; g < group; ++g) {
+        k.attend_group(&q[g * hd], 1, hd, kv, n_ctx, 0.125f, scratch.data(), one.data());
+        ASSERT_EQ(0, std::memcmp(one.data(), &grouped[g * hd], hd * 4)) << "head " << g << " n_ctx " << n_ctx;
+        k.attend(&q[g * hd], hd, kv, n_ctx, 0.125f, scratch.data(), one.data());
+        ASSERT_EQ(0, std::memcmp(one.data(), &grouped[g * hd], hd * 4))
+            << "one-head kernel, head " << g << " hd " << hd;
+      }
     }
-  }
 }
 
 }  // namespace
