@@ -51,5 +51,24 @@ TEST(MappedFile, DirectoryIsRejected) {
   EXPECT_NE(f.status().message().find("not a regular file"), std::string::npos);
 }
 
+// Text inputs are capped before anything is allocated (hardening item 5): a sparse file one byte past
+// the cap is refused by its size, naming the cap; the cap itself is exact.
+TEST(ReadFileToString, RefusesFilesPastTheCapBeforeReading) {
+  std::string path = TempPath("big.txt");
+  { std::ofstream out(path, std::ios::binary); }
+  ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>(kMaxTextFileBytes) + 1), 0);
+  auto big = ReadFileToString(path);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(big.status().message().find("more than the 256 MiB a text input may have"), std::string::npos)
+      << big.status().ToString();
+  { std::ofstream(path, std::ios::binary | std::ios::trunc) << "hello"; }
+  EXPECT_FALSE(ReadFileToString(path, 4).ok());
+  auto exact = ReadFileToString(path, 5);
+  ASSERT_TRUE(exact.ok()) << exact.status().ToString();
+  EXPECT_EQ(*exact, "hello");
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace fak

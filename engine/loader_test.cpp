@@ -236,6 +236,18 @@ TEST_F(HfLoad, BadCheckpointsNameTheTensorOrField) {
   json heads = Qwen2Config();
   heads["num_attention_heads"] = 3;
   EXPECT_NE(err(weights_, heads).find("n_head"), std::string::npos);
+  // A checkpoint whose config says its output matrix is its own, but which has none, is refused rather
+  // than silently tied to the embedding (hardening item 8; `fak quantize` refuses it too, quantize_test);
+  // without the field, tying is the default.
+  json untied = Qwen2Config();
+  untied["tie_word_embeddings"] = false;
+  std::string u = err(weights_, untied);
+  EXPECT_NE(u.find("tie_word_embeddings is false, but the checkpoint has no output matrix"),
+            std::string::npos)
+      << u;
+  json unstated = Qwen2Config();
+  unstated.erase("tie_word_embeddings");
+  EXPECT_EQ(err(weights_, unstated), "");
 }
 
 }  // namespace

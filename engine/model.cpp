@@ -90,6 +90,11 @@ Status LoadTensors(Model& m, const std::vector<TensorSpec>& specs, WeightLoader&
   m.weights.clear();
   m.lookup_only_bytes = 0;
   const bool untied = ld.Has("output.weight");
+  if (!untied && m.config.untied_stated) {
+    return NotFound(
+        "config.json says tie_word_embeddings is false, but the checkpoint has no output matrix "
+        "(lm_head.weight); tying it to the embedding would produce other logits than the model's");
+  }
   for (const TensorSpec& t : specs) {
     Weight w;
     const bool vector = t.role == TensorRole::kNorm || t.role == TensorRole::kBias;

@@ -189,6 +189,8 @@ Result<ModelConfig> ModelConfigFromHfJson(const std::string& text, const std::st
   FAK_ASSIGN_OR_RETURN(c.rope.theta, f.NumberOr("rope_theta", 10000.0));
   FAK_ASSIGN_OR_RETURN(c.rope.partial_rotary_factor, f.NumberOr("partial_rotary_factor", 1.0));
   FAK_ASSIGN_OR_RETURN(c.tied_embeddings, f.BoolOr("tie_word_embeddings", false));
+  FAK_ASSIGN_OR_RETURN(const bool tie_unless_stated, f.BoolOr("tie_word_embeddings", true));
+  c.untied_stated = !tie_unless_stated;
   FAK_ASSIGN_OR_RETURN(c.qkv_bias, f.BoolOr("attention_bias", c.arch == "qwen2"));
   if (c.n_head > 0) {
     FAK_ASSIGN_OR_RETURN(c.head_dim, f.IntOr("head_dim", c.d_model / c.n_head));

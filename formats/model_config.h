@@ -43,9 +43,10 @@ struct ModelConfig {
   double norm_eps = 1e-6;
   RopeConfig rope;
   bool tied_embeddings = false;
-  bool qkv_bias = false;    // Qwen2
-  bool qk_norm = false;     // Qwen3
-  std::string torch_dtype;  // "bfloat16", "float16", "float32" when declared
+  bool untied_stated = false;  // config.json says tie_word_embeddings: false (an output matrix must exist)
+  bool qkv_bias = false;       // Qwen2
+  bool qk_norm = false;        // Qwen3
+  std::string torch_dtype;     // "bfloat16", "float16", "float32" when declared
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;
 

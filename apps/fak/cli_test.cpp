@@ -495,6 +495,9 @@ TEST(FakCli, FifosAndDevicesAreRefusedAtOnce) {
   fs::remove(fifo);
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   const std::string f = fifo.string();
+  const fs::path sparse = TempDir() / "huge_prompt.txt";  // 256 MiB + 1 byte, no blocks written
+  { std::ofstream out(sparse); }
+  fs::resize_file(sparse, (uintmax_t{256} << 20) + 1);
   struct Case {
     std::string args, needle;
   };
@@ -503,6 +506,7 @@ TEST(FakCli, FifosAndDevicesAreRefusedAtOnce) {
                          {"run -m " + f + " -p hi", "it is a FIFO"},
                          {"run -m " + model + " -f " + f, "it is a FIFO"},
                          {"run -m " + model + " -f /dev/zero", "it is a character device"},
+                         {"run -m " + model + " -f " + sparse.string(), "more than the 256 MiB a text input"},
                          {"run -m " + model + " --tokenizer " + f + " -p hi", "FIFO"},
                          {"tokenize -m " + model + " -f /dev/zero", "character device"},
                          {"template -m ../shared/fixtures/tokenizers/qwen3 -f " + f, "it is a FIFO"}}) {
@@ -511,6 +515,7 @@ TEST(FakCli, FifosAndDevicesAreRefusedAtOnce) {
     EXPECT_NE(r.output.find(c.needle), std::string::npos) << c.args << ": " << r.output;
   }
   fs::remove(fifo);
+  fs::remove(sparse);
 }
 
 // Number lists are read strictly: junk, overflow, suffixes and signs are errors naming the item, before

@@ -175,6 +175,12 @@ Status HfToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, ThreadPool& po
         "{}: architecture '{}' cannot be written to GGUF by fak yet (llama, qwen2, qwen3, qwen3_5)", o.input,
         c.arch);
   }
+  if (c.untied_stated && src->Find("output.weight") == nullptr) {
+    return NotFound(
+        "{}: config.json says tie_word_embeddings is false, but the checkpoint has no output matrix "
+        "(lm_head.weight)",
+        o.input);
+  }
   c.tied_embeddings = c.tied_embeddings || src->Find("output.weight") == nullptr;
   auto loaded = LoadTokenizerSpec(o.tokenizer.empty() ? src->tokenizer_path() : o.tokenizer);
   if (!loaded.ok())

@@ -307,8 +307,10 @@ TEST_F(QuantizeTest, BadInputFailsClearlyAndWritesNothing) {
   std::ofstream(Path("notes.txt")) << "not a model";
   const fs::path broken = dir_ / "broken";
   fs::create_directories(broken);
-  fs::copy(hf / "config.json", broken / "config.json");
   fs::copy(hf / "tokenizer.json", broken / "tokenizer.json");
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(hf / "config.json"));
+  config["tie_word_embeddings"] = true;  // no lm_head below: the embedding is the output matrix
+  std::ofstream(broken / "config.json") << config.dump();
   {  // a checkpoint without the layers
     const std::string h =
         R"({"model.embed_tokens.weight":{"dtype":"F32","shape":[320,64],"data_offsets":[0,81920]}})";
@@ -319,6 +321,13 @@ TEST_F(QuantizeTest, BadInputFailsClearlyAndWritesNothing) {
     out.write(reinterpret_cast<const char*>(&n), 8);
     out << hp << std::string(81920, '\0');
   }
+  // The same checkpoint with a config that says the output matrix is its own (hardening item 8).
+  const fs::path untied = dir_ / "untied";
+  fs::create_directories(untied);
+  fs::copy(broken / "tokenizer.json", untied / "tokenizer.json");
+  fs::copy(broken / "model.safetensors", untied / "model.safetensors");
+  config["tie_word_embeddings"] = false;
+  std::ofstream(untied / "config.json") << config.dump();
   struct Bad {
     QuantizeOptions o;
     std::string want;
@@ -329,6 +338,8 @@ TEST_F(QuantizeTest, BadInputFailsClearlyAndWritesNothing) {
       {{hf.string(), Path("o.gguf"), "q2_k", 1, {}, {}}, "unknown type 'q2_k'"},
       {{Path("notes.txt"), Path("o.gguf"), "q8_0", 1, {}, {}}, "not a GGUF file"},
       {{broken.string(), Path("o.gguf"), "q8_0", 1, {}, {}}, "missing tensor 'blk.0.attn_norm.weight'"},
+      {{untied.string(), Path("o.gguf"), "q8_0", 1, {}, {}},
+       "config.json says tie_word_embeddings is false, but the checkpoint has no output matrix"},
   };
   for (const Bad& b : cases) {
     auto r = QuantizeModel(b.o);
