@@ -22,8 +22,9 @@ for t in gguf safetensors tokenizer_json chat_template; do
       -artifact_prefix="$scratch/" -print_final_stats=1 "$scratch/$t" "tests/fuzz/corpus/$t" 2> "$scratch/$t.log"; then
     status=1
     tail -40 "$scratch/$t.log"
+    mkdir -p "$build/fuzz-artifacts"  # kept for a look, outside the source tree
     for a in "$scratch"/crash-* "$scratch"/leak-* "$scratch"/timeout-*; do
-      [ -f "$a" ] && cp "$a" tests/fuzz/ && echo "kept $(basename "$a") in tests/fuzz/"
+      [ -f "$a" ] && cp "$a" "$build/fuzz-artifacts/" && echo "kept $(basename "$a") in $build/fuzz-artifacts/"
     done
   else
     grep -E '^(Done|stat::number_of_executed_units)' "$scratch/$t.log" || true

@@ -1,5 +1,6 @@
 // Bad tokenizer files get errors that name the problem, never a crash.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -93,7 +94,7 @@ TEST(TokenizerBadInput, MissingPaths) {
   Result<Tokenizer> t = LoadTokenizer("no/such/model.gguf");
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), StatusCode::kNotFound);
-  const std::string dir = testing::TempDir() + "/fak_tok_empty_dir";
+  const std::string dir = testing::TempDir() + "/fak_tok_empty_dir_" + std::to_string(getpid());
   std::filesystem::create_directories(dir);
   t = LoadTokenizer(dir);
   ASSERT_FALSE(t.ok());
@@ -135,7 +136,7 @@ GgufWriter TinySpmWriter() {
 }
 
 Result<Tokenizer> WriteAndLoad(GgufWriter& w, const std::string& name) {
-  const std::string path = testing::TempDir() + "/" + name;
+  const std::string path = testing::TempDir() + "/" + std::to_string(getpid()) + "_" + name;
   const Status s = w.Write(path);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return LoadTokenizer(path);

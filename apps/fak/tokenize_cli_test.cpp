@@ -1,6 +1,7 @@
 #include "apps/fak/tokenize_cli.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
@@ -23,7 +24,7 @@ TEST(TokenizeCli, PrintsIdsAsJson) {
 }
 
 TEST(TokenizeCli, PrintsPiecesFromFile) {
-  const std::string path = testing::TempDir() + "/fak_tokenize_input.txt";
+  const std::string path = testing::TempDir() + "/fak_tokenize_input_" + std::to_string(getpid()) + ".txt";
   std::ofstream(path) << "<|im_start|>hi\n";
   TokenizeOptions o;
   o.model = "../shared/fixtures/tokenizers/qwen3/tokenizer.json";

@@ -3,6 +3,7 @@
 // rows in order and in its own slot. Checked bit for bit on the qwen35-tiny fixture (f32 weights), and
 // through the GGUF file fak writes for it.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -22,6 +23,12 @@
 
 namespace fak {
 namespace {
+
+// A GGUF path of this test process's own: ctest runs test processes in parallel.
+std::string TempGguf(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("fak-" + std::to_string(getpid()) + "-" + name + ".gguf"))
+      .string();
+}
 
 constexpr const char* kFixture = "tests/fixtures/hf/qwen35-tiny";
 constexpr const char* kTokenizer = "../shared/fixtures/tokenizers/qwen3";
@@ -300,7 +307,7 @@ TEST_F(Hybrid, AgentsAfterTheSecondSkipTheSharedPreambleAndDecodeAsAlone) {
 }
 
 TEST(HybridGguf, FakWritesAFileThatLoadsToTheSameModel) {
-  const std::string out = (std::filesystem::temp_directory_path() / "fak-qwen35-tiny-f32.gguf").string();
+  const std::string out = TempGguf("qwen35-tiny-f32");
   convert::QuantizeOptions o{
       .input = kFixture, .output = out, .type = "f32", .threads = 2, .tokenizer = kTokenizer};
   auto report = convert::QuantizeModel(o);
@@ -345,7 +352,7 @@ TEST(HybridGguf, FakWritesAFileThatLoadsToTheSameModel) {
 }
 
 TEST(HybridGguf, SynthWritesAQuantizedHybridThatRuns) {
-  const std::string out = (std::filesystem::temp_directory_path() / "fak-tiny-hybrid-q8_0.gguf").string();
+  const std::string out = TempGguf("tiny-hybrid-q8_0");
   auto report = convert::Synthesize(convert::SynthOptions{
       .geometry = "tiny-hybrid", .type = "q8_0", .output = out, .tokenizer = kTokenizer});
   ASSERT_TRUE(report.ok()) << report.status().ToString();
@@ -367,7 +374,7 @@ TEST(HybridGguf, SynthWritesAQuantizedHybridThatRuns) {
 // Hostile hybrid files: a copy of a good one with one thing broken is refused with an error naming it,
 // at load, never at run time.
 TEST(HybridGguf, BrokenFilesAreRefusedByName) {
-  const std::string good = (std::filesystem::temp_directory_path() / "fak-qwen35-good.gguf").string();
+  const std::string good = TempGguf("qwen35-good");
   auto report = convert::QuantizeModel(convert::QuantizeOptions{
       .input = kFixture, .output = good, .type = "f32", .threads = 2, .tokenizer = kTokenizer});
   ASSERT_TRUE(report.ok()) << report.status().ToString();
@@ -376,8 +383,7 @@ TEST(HybridGguf, BrokenFilesAreRefusedByName) {
   // Rewrites the good file with `edit` applied to its metadata (and without tensor `drop`).
   auto variant = [&](const std::string& name, const std::function<void(GgufWriter&)>& edit,
                      const std::string& drop = "") {
-    const std::string path =
-        (std::filesystem::temp_directory_path() / ("fak-qwen35-" + name + ".gguf")).string();
+    const std::string path = TempGguf("qwen35-" + name);
     GgufWriter w(in->alignment());
     for (const auto& [k, v] : in->metadata()) {
       if (k != "general.alignment") w.SetValue(k, v);
