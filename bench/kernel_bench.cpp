@@ -141,11 +141,12 @@ int64_t LastLevelCacheBytes() {
 
 Status RunKernelBench(const KernelBenchOptions& o) {
   FILE* out = o.out;
-  const int threads = o.threads > 0 ? o.threads : DefaultThreadCount();
+  FAK_ASSIGN_OR_RETURN(std::unique_ptr<ThreadPool> started, ThreadPool::Start(o.threads));
+  ThreadPool& pool = *started;
+  const int threads = pool.size();
   if (o.cols <= 0 || o.cols % 256 != 0)
     return InvalidArgument("bench kernels: cols {} must be a multiple of 256", o.cols);
   if (o.matmul_rows <= 0 || o.matmul_tokens <= 0) return InvalidArgument("bench kernels: empty matmul shape");
-  ThreadPool pool(threads);
   g_threads = threads;
   g_measurements = g_contended = 0;
   const cpu::KernelTable& k = cpu::Kernels();

@@ -1,8 +1,11 @@
 #include "core/thread_pool.h"
 
+#include <algorithm>
 #include <system_error>
 
 #include <fmt/format.h>
+
+#include "core/log.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -49,6 +52,23 @@ int DefaultThreadCount() {
   }
   const size_t n = AllowedCpus().size();
   return n > 0 ? static_cast<int>(n) : 1;
+}
+
+int ThreadCountFor(int requested) {
+  const int cpus = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int threads = requested > 0 ? requested : DefaultThreadCount();
+  if (threads <= 4 * cpus) return threads;
+  FAK_LOG_WARN("{} threads asked for, more than 4 per CPU ({} CPUs): using {}", threads, cpus, 4 * cpus);
+  return 4 * cpus;
+}
+
+Result<std::unique_ptr<ThreadPool>> ThreadPool::Start(int requested, bool pin) {
+  const int threads = ThreadCountFor(requested);
+  auto pool = std::make_unique<ThreadPool>(threads, pin);
+  if (pool->size() < threads) {
+    return Busy("only {} of {} threads could start ({})", pool->size(), threads, pool->start_error());
+  }
+  return pool;
 }
 
 ThreadPool::ThreadPool(int n_threads, bool pin) : n_threads_(n_threads < 1 ? 1 : n_threads) {

@@ -6,10 +6,13 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
+
+#include "core/status.h"
 
 namespace fak {
 
@@ -35,11 +38,18 @@ class FunctionRef<R(Args...)> {
 // FAK_THREADS when set to a positive number, else the number of CPUs this process may run on.
 int DefaultThreadCount();
 
+// The thread count to use for `requested` (0 or less: DefaultThreadCount()), at most 4 per CPU: more
+// only adds switching (-t 1000 ran 100x slower than -t 2). A capped request is logged as a warning.
+int ThreadCountFor(int requested);
+
 class ThreadPool {
  public:
   // n_threads counts the caller; n_threads - 1 workers are started. Workers are pinned to distinct
   // allowed CPUs when `pin` is set.
   explicit ThreadPool(int n_threads = DefaultThreadCount(), bool pin = true);
+  // A pool of ThreadCountFor(requested) threads, or a Busy error naming the thread the system refused
+  // to start (the constructor instead runs with the threads it could start).
+  static Result<std::unique_ptr<ThreadPool>> Start(int requested, bool pin = true);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

@@ -14,15 +14,10 @@ namespace fak {
 
 namespace {
 
-// More threads than a few per CPU only adds switching (-t 1000 ran 100x slower than -t 2); beyond that
-// the count is capped, with a warning. A thread the system refuses to start is an error.
+// The thread count is capped at a few per CPU (ThreadCountFor); a thread the system refuses to start
+// is an error.
 Result<std::unique_ptr<Backend>> CreateCpu(int requested) {
-  const int cpus = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  int threads = requested > 0 ? requested : DefaultThreadCount();
-  if (threads > 4 * cpus) {
-    FAK_LOG_WARN("{} threads asked for, more than 4 per CPU ({} CPUs): using {}", threads, cpus, 4 * cpus);
-    threads = 4 * cpus;
-  }
+  const int threads = ThreadCountFor(requested);
   std::unique_ptr<Backend> be = cpu::CreateCpuBackend({.threads = threads});
   if (be->threads() < threads) {
     return Busy("backend 'cpu': only {} of {} threads could start ({})", be->threads(), threads,

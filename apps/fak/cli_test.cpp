@@ -559,6 +559,37 @@ TEST(FakCli, BenchNumberListsAreStrict) {
   }
 }
 
+// A thread the system refuses to start is an error naming it, wherever fak starts threads (hardening
+// item 3): the model backend, fak quantize, fak synth and bench kernels. A stack-size limit of about
+// 1 TB makes every new thread's stack mapping fail.
+TEST(FakCli, ThreadsThatCannotStartAreAnError) {
+  const std::string model = "../shared/fixtures/llamacpp-tiny/tiny-llama-q8_0.gguf";
+  const fs::path out = TempDir() / "threads.gguf";
+  for (const std::string& args :
+       {"bench -m " + model + " -t 4 -p 8 -n 0 -r 1",
+        "quantize " + model + " " + out.string() + " q8_0 --threads 4",
+        "synth --geometry tiny -o " + out.string() + " --threads 4",
+        std::string("bench kernels -t 4 --type q8_0 --matmul-only --rows 64 --cols 256 --tokens 4")}) {
+    const std::string cmd = "ulimit -s 1000000000 && " + std::string(FAK_BINARY) + " " + args + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string output;
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) output.append(buf.data(), n);
+    const int status = pclose(p);
+    if (output.find("ulimit") != std::string::npos) GTEST_SKIP() << "the shell refused the stack limit";
+    if (output.find("Sanitizer") != std::string::npos) {
+      GTEST_SKIP()
+          << "a sanitizer runtime does not start under a 1 TB stack limit (the Release run covers this)";
+    }
+    EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 1) << args << ": " << output;
+    EXPECT_NE(output.find("threads could start"), std::string::npos) << args << ": " << output;
+    EXPECT_NE(output.find("cannot start thread 2 of 4"), std::string::npos) << args << ": " << output;
+    EXPECT_FALSE(fs::exists(out)) << args;
+  }
+}
+
 TEST(FakCli, TokenizeAndTemplate) {
   RunResult t = RunFak("tokenize -m ../shared/fixtures/vocab/ggml-vocab-gpt-2.gguf --ids 'Hello world'");
   ASSERT_EQ(t.exit_code, 0) << t.output;

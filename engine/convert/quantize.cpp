@@ -259,7 +259,8 @@ Result<ConvertReport> QuantizeModel(const QuantizeOptions& o) {
   if (!fs::exists(o.input, ec)) return NotFound("{}: no such file or directory", o.input);
   FAK_RETURN_IF_ERROR(CheckOutputPath(o.output));
   if (fs::equivalent(o.input, o.output, ec)) return InvalidArgument("output {} is the input file", o.output);
-  ThreadPool pool(o.threads > 0 ? o.threads : DefaultThreadCount(), /*pin=*/false);
+  FAK_ASSIGN_OR_RETURN(std::unique_ptr<ThreadPool> threads, ThreadPool::Start(o.threads, /*pin=*/false));
+  ThreadPool& pool = *threads;
   ConvertReport report;
   if (fs::is_directory(o.input, ec)) {
     FAK_RETURN_IF_ERROR(HfToGguf(o, ft, pool, report));

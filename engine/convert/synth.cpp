@@ -56,7 +56,8 @@ Result<ConvertReport> Synthesize(const SynthOptions& o) {
   w.SetUint64("fak.synth.seed", o.seed);
   w.SetString("fak.synth.geometry", std::string(g->name));
 
-  ThreadPool pool(o.threads > 0 ? o.threads : DefaultThreadCount(), /*pin=*/false);
+  FAK_ASSIGN_OR_RETURN(std::unique_ptr<ThreadPool> threads, ThreadPool::Start(o.threads, /*pin=*/false));
+  ThreadPool& pool = *threads;
   const std::vector<PlannedTensor> plan = PlanTensors(config);
   ConvertReport report;
   for (size_t i = 0; i < plan.size(); ++i) {
