@@ -208,6 +208,10 @@ TEST(GgufWriter, RefusesOutputsThatAreNotRegularFiles) {
   ASSERT_EQ(mkfifo((dir / "fifo").c_str(), 0600), 0);
   Status s = write(dir / "fifo");
   EXPECT_NE(s.message().find("it is a FIFO"), std::string::npos) << s.ToString();
+  s = write("/dev/null");  // run as root, replacing it would break the machine
+  EXPECT_NE(s.message().find("it is a character device"), std::string::npos) << s.ToString();
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  EXPECT_FALSE(fs::exists("/dev/null.tmp"));
   fs::create_directories(dir / "sub");
   s = write(dir / "sub");
   EXPECT_NE(s.message().find("it is a directory"), std::string::npos) << s.ToString();

@@ -1,6 +1,14 @@
 #include "formats/model_config.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "formats/gguf.h"
+#include "formats/gguf_writer.h"
 
 namespace fak {
 namespace {
@@ -112,6 +120,36 @@ TEST(ModelConfig, BadInputNamesTheField) {
   EXPECT_NE(err(base + R"("rope_theta": 0})").find("rope_theta = 0 must be"), std::string::npos);
   EXPECT_NE(err(base + R"("rope_theta": -10000})").find("rope_theta"), std::string::npos);
   EXPECT_EQ(err(base + R"("rope_theta": 500000})"), "");
+}
+
+// The same scalar checks on the GGUF path (hardening item 7): a NaN epsilon or a zero rope base in a
+// file's metadata is refused by its key.
+TEST(ModelConfig, BadGgufScalarsNameTheKey) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("fak_cfg_scalars_" + std::to_string(getpid()) + ".gguf"))
+          .string();
+  auto load = [&](float eps, float theta) {
+    GgufWriter w;
+    w.SetString("general.architecture", "llama");
+    w.SetUint32("llama.block_count", 2);
+    w.SetUint32("llama.embedding_length", 64);
+    w.SetUint32("llama.feed_forward_length", 128);
+    w.SetUint32("llama.attention.head_count", 4);
+    w.SetUint32("llama.vocab_size", 100);
+    w.SetFloat32("llama.attention.layer_norm_rms_epsilon", eps);
+    w.SetFloat32("llama.rope.freq_base", theta);
+    EXPECT_TRUE(w.Write(path).ok());
+    auto f = GgufFile::Open(path);
+    EXPECT_TRUE(f.ok()) << f.status().ToString();
+    auto c = ModelConfigFromGguf(*f);
+    std::remove(path.c_str());
+    return c.ok() ? std::string() : c.status().message();
+  };
+  EXPECT_EQ(load(1e-5f, 10000.0f), "");
+  EXPECT_NE(load(std::nanf(""), 10000.0f).find("rms_norm_eps = nan must be a finite number above 0"),
+            std::string::npos)
+      << load(std::nanf(""), 10000.0f);
+  EXPECT_NE(load(1e-5f, 0.0f).find("rope_theta = 0 must be"), std::string::npos) << load(1e-5f, 0.0f);
 }
 
 TEST(ModelConfig, FromGgufMetadata) {

@@ -361,7 +361,12 @@ TEST(FakCli, ChatThroughStdin) {
   RunResult fill =
       RunFak("chat -m " + model + " --chat-template chatml -n 8 -c 64 -t 2 --no-stats < " + in.string());
   ASSERT_EQ(fill.exit_code, 0) << fill.output;
-  EXPECT_NE(fill.output.find("oldest message"), std::string::npos) << fill.output;
+  // The first turn goes whole (the message and its reply), named by role and text.
+  EXPECT_NE(
+      fill.output.find("dropped the 2 oldest messages to fit the context of 64 tokens: user \"one two three "
+                       "four five six seven\", assistant \""),
+      std::string::npos)
+      << fill.output;
   EXPECT_NE(fill.output.find("message not sent:"), std::string::npos) << fill.output;
   EXPECT_EQ(fill.output.find("fak: prompt "), std::string::npos) << fill.output;  // --no-stats
 
@@ -540,6 +545,7 @@ TEST(FakCli, BenchNumberListsAreStrict) {
   RunResult ok = RunFak("bench -m " + model + " -p 8,0 -n 0 -r 1 --json");
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
   EXPECT_NE(ok.output.find("\"pp8\""), std::string::npos) << ok.output;
+  EXPECT_EQ(ok.output.back(), '\n');  // --json output ends its line (hardening item 12)
   // -t takes a list, like llama-bench: one result object per thread count, in the order given.
   RunResult bad_threads = RunFak("bench -m " + model + " -t 1,two -p 8 -n 0 -r 1");
   EXPECT_EQ(bad_threads.exit_code, 2) << bad_threads.output;

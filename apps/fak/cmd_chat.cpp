@@ -137,12 +137,29 @@ struct Chat {
     return tok.Encode(text, EncodeOptions{.add_special = false, .parse_special = true});
   }
 
-  // Drops the oldest turns (never the system message or the newest message) until the prompt and
-  // the reply's reserve fit the context. Returns the prompt, or an error when even the newest message
-  // alone does not fit, in which case that message is taken back.
+  // A dropped message as the user is told of it: its role and the start of its text.
+  static std::string Describe(const ojson& m) {
+    std::string text =
+        m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : "";
+    for (char& c : text) {
+      if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+    }
+    if (text.size() > 40) {
+      size_t cut = 40;
+      while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // whole characters
+      text = text.substr(0, cut) + "...";
+    }
+    return fmt::format("{} \"{}\"", m.value("role", std::string("?")), text);
+  }
+
+  // Drops the oldest turns (a user message with the reply that follows it; never the system message or
+  // the newest message) until the prompt and the reply's reserve fit the context, and says which.
+  // Returns the prompt, or an error when even the newest message alone does not fit, in which case that
+  // message is taken back.
   Result<std::vector<int32_t>> Fit() {
     const int64_t ctx = session.max_context();
     size_t dropped = 0;
+    std::string which;
     while (true) {
       auto ids = Prompt();
       if (!ids.ok()) {
@@ -152,8 +169,9 @@ struct Chat {
       const int64_t need = static_cast<int64_t>(ids->size()) + reserve;
       if (need <= ctx) {
         if (dropped > 0) {
-          std::fprintf(stderr, "fak: dropped the %zu oldest message%s to fit the context of %lld tokens\n",
-                       dropped, dropped == 1 ? "" : "s", static_cast<long long>(ctx));
+          std::fprintf(stderr,
+                       "fak: dropped the %zu oldest message%s to fit the context of %lld tokens: %s\n",
+                       dropped, dropped == 1 ? "" : "s", static_cast<long long>(ctx), which.c_str());
         }
         return ids;
       }
@@ -164,8 +182,13 @@ struct Chat {
             "message not sent: {} prompt tokens and {} kept for the reply exceed the context of {} (-c)",
             ids->size(), reserve, ctx);
       }
-      messages.erase(messages.begin() + static_cast<std::ptrdiff_t>(first));
-      ++dropped;
+      // The oldest message goes, and with it a reply it leaves at the front (templates expect a
+      // conversation to start with the user).
+      do {
+        which += (which.empty() ? "" : ", ") + Describe(messages[first]);
+        messages.erase(messages.begin() + static_cast<std::ptrdiff_t>(first));
+        ++dropped;
+      } while (messages.size() - first > 1 && messages[first]["role"] == "assistant");
     }
   }
 };
