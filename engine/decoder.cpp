@@ -29,7 +29,8 @@ RequestDecoder::RequestDecoder(const Tokenizer& tokenizer, std::vector<int64_t> 
       eos_ids_(std::move(eos_ids)),
       limits_(std::move(limits)),
       sampler_(sampling),
-      detok_(tokenizer, {}, /*continuation=*/!prompt.empty()),  // the prompt's text comes before
+      detok_(tokenizer, {}, /*continuation=*/!prompt.empty(),  // the prompt's text comes before
+             limits_.raw_text),
       history_(std::move(prompt)) {
   if (limits_.max_tokens <= 0) stop_reason_ = "length";
   if (limits_.grammar && limits_.grammar_trigger.empty()) {

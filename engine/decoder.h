@@ -26,6 +26,9 @@ struct DecodeLimits {
   // trigger text appears, and the grammar constrains what follows it (a tool call inside free text).
   std::shared_ptr<grammar::Automaton> grammar;
   std::string grammar_trigger;
+  // Text is each token's bytes as they come (a terminal stream, as llama.cpp's CLI writes it), not held
+  // back until characters are complete (Detokenizer's `raw`).
+  bool raw_text = false;
 };
 
 class RequestDecoder {

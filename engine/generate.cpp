@@ -9,7 +9,8 @@ namespace fak {
 
 Result<GenerateResult> GenerateFromIds(Session& session, const Tokenizer& tokenizer,
                                        std::vector<int32_t> prompt, const GenerateOptions& options) {
-  DecodeLimits limits{options.max_tokens, options.stop, options.ignore_eos, options.grammar, ""};
+  DecodeLimits limits{options.max_tokens, options.stop, options.ignore_eos,
+                      options.grammar,    "",           options.raw_text};
   FAK_RETURN_IF_ERROR(RequestDecoder::Validate(options.sampling, limits));
   if (prompt.empty()) return InvalidArgument("the prompt encodes to no tokens");
   GenerateResult r;

@@ -28,6 +28,8 @@ struct GenerateOptions {
   std::function<Status(std::span<const float> logits)> on_logits;
   // Receives text as it becomes final; return false to stop early.
   std::function<bool(const std::string& text)> on_text;
+  // Text is each token's bytes as they come, for a terminal (DecodeLimits::raw_text).
+  bool raw_text = false;
 };
 
 struct GenerateResult {

@@ -400,7 +400,9 @@ Status Tokenizer::Impl::EncodeText(std::string_view text, bool at_start, std::ve
     text = prepared;
   }
   if (spec.model == TokenizerModel::kSpm) {
-    if (!spm_word_split) {
+    // Splitting at each U+2581 assumes characters end before it; raw invalid bytes (kept for byte
+    // tokens) can run into it, so such a text is one word, as llama.cpp takes every text.
+    if (!spm_word_split || !IsValidUtf8(text)) {
       EncodeWordUncached(text, out);
       return Status::Ok();
     }
@@ -426,9 +428,20 @@ Status Tokenizer::Impl::EncodeText(std::string_view text, bool at_start, std::ve
 Result<std::vector<int32_t>> Tokenizer::Encode(std::string_view text, EncodeOptions options) const {
   const Impl& im = *impl_;
   std::string sanitized;
+  // Invalid UTF-8 (a prompt cut inside a character, say) is tokenized as llama.cpp tokenizes it: a
+  // SentencePiece vocabulary with byte tokens takes the bytes as they are (they become byte tokens); a
+  // byte-level vocabulary gets U+FFFD for each byte at which no character can be decoded; any other
+  // gets U+FFFD for each maximal invalid subpart.
   if (!IsValidUtf8(text)) {
-    sanitized = SanitizeUtf8(text);
-    text = sanitized;
+    if (im.spec.model == TokenizerModel::kSpm && im.spec.byte_fallback && im.normalizer.empty()) {
+      // kept
+    } else if (im.spec.byte_level) {
+      sanitized = ReplaceUndecodableBytes(text);
+      text = sanitized;
+    } else {
+      sanitized = SanitizeUtf8(text);
+      text = sanitized;
+    }
   }
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 4);
@@ -527,8 +540,12 @@ int32_t Tokenizer::eos_id() const { return impl_->spec.eos_id; }
 const TokenizerSpec& Tokenizer::spec() const { return impl_->spec; }
 bool Tokenizer::strips_leading_space() const { return impl_->spec.metaspace && impl_->spec.add_space_prefix; }
 
-Detokenizer::Detokenizer(const Tokenizer& tokenizer, DecodeOptions options, bool continuation)
-    : tokenizer_(&tokenizer), options_(options), continuation_(continuation), at_start_(!continuation) {}
+Detokenizer::Detokenizer(const Tokenizer& tokenizer, DecodeOptions options, bool continuation, bool raw)
+    : tokenizer_(&tokenizer),
+      options_(options),
+      continuation_(continuation),
+      raw_(raw),
+      at_start_(!continuation) {}
 
 Status Detokenizer::Push(int32_t id, std::string* out) {
   FAK_ASSIGN_OR_RETURN(std::string piece, tokenizer_->TokenBytes(id, options_));
@@ -536,6 +553,10 @@ Status Detokenizer::Push(int32_t id, std::string* out) {
   if (at_start_) {
     at_start_ = false;
     if (tokenizer_->strips_leading_space() && piece[0] == ' ') piece.erase(0, 1);
+  }
+  if (raw_) {
+    *out += piece;
+    return Status::Ok();
   }
   pending_ += piece;
   const size_t hold = IncompleteUtf8SuffixLength(pending_);

@@ -73,7 +73,13 @@ class Detokenizer {
   // `continuation`: the tokens continue text that came before (a prompt), so the first one is not the
   // start of the text and keeps its leading space ("import" + "▁types" streams " types"). Without it
   // they are a whole text, decoded as Tokenizer::Decode decodes it.
-  explicit Detokenizer(const Tokenizer& tokenizer, DecodeOptions options = {}, bool continuation = false);
+  //
+  // `raw`: each token's bytes are appended as they come, as llama.cpp's command-line tools write them to
+  // a terminal (which assembles a character split across tokens, or across the prompt and the
+  // continuation); otherwise a character's bytes are held until it is complete and invalid bytes become
+  // U+FFFD, so every piece of text is valid UTF-8 on its own (API responses, chat turns).
+  explicit Detokenizer(const Tokenizer& tokenizer, DecodeOptions options = {}, bool continuation = false,
+                       bool raw = false);
 
   // Appends the newly complete text after token `id` to *out.
   Status Push(int32_t id, std::string* out);
@@ -85,6 +91,7 @@ class Detokenizer {
   DecodeOptions options_;
   std::string pending_;  // bytes of a character still missing its continuation bytes
   bool continuation_ = false;
+  bool raw_ = false;
   bool at_start_ = true;
 };
 

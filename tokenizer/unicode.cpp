@@ -107,6 +107,35 @@ std::string SanitizeUtf8(std::string_view s) {
   return out;
 }
 
+std::string ReplaceUndecodableBytes(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 8);
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto b = static_cast<uint8_t>(s[i]);
+    if (b < 0x80) {
+      out.push_back(static_cast<char>(b));
+      ++i;
+      continue;
+    }
+    // The sequence length by the lead byte's pattern; 0 for a continuation byte or 0xF8 and above.
+    const size_t n = (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : (b & 0xF8) == 0xF0 ? 4 : 0;
+    bool ok = n > 0 && i + n <= s.size();
+    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<uint8_t>(s[i + k]) & 0xC0) == 0x80;
+    if (!ok) {
+      out.append("\xEF\xBF\xBD");
+      ++i;
+      continue;
+    }
+    uint32_t cp = b & (0x7F >> n);
+    for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<uint8_t>(s[i + k]) & 0x3F);
+    const bool scalar = cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
+    AppendUtf8(scalar ? cp : 0xFFFD, &out);  // a surrogate or beyond U+10FFFF: one U+FFFD
+    i += n;
+  }
+  return out;
+}
+
 size_t IncompleteUtf8SuffixLength(std::string_view s) {
   // A lead byte at most 3 bytes back whose sequence is valid so far but cut short by the end.
   const size_t max_back = s.size() < 3 ? s.size() : 3;

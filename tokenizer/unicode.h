@@ -22,6 +22,11 @@ bool IsValidUtf8(std::string_view s);
 // Returns `s` with every ill-formed subsequence replaced by U+FFFD, one replacement per maximal
 // subpart (Unicode 15 §3.9, the rule of Python's bytes.decode(errors="replace")).
 std::string SanitizeUtf8(std::string_view s);
+// s with U+FFFD for each byte at which no UTF-8 sequence decodes (a lead byte whose continuation bytes
+// are missing or wrong, or a stray continuation byte), decodable sequences re-encoded from their code
+// point (an overlong form becomes the short one; a surrogate or a value past U+10FFFF, U+FFFD): the
+// rule llama.cpp's byte-level tokenizers apply to their input, always giving valid UTF-8.
+std::string ReplaceUndecodableBytes(std::string_view s);
 
 // Length of a leading incomplete-but-so-far-valid UTF-8 sequence at the end of `s` that more bytes
 // could still complete (0..3). Streaming decoders hold these bytes back.

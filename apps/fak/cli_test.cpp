@@ -596,6 +596,38 @@ TEST(FakCli, ThreadsThatCannotStartAreAnError) {
   }
 }
 
+// fak run writes the continuation byte for byte as llama.cpp's CLI does (hardening item 9): the same
+// prompts as Detokenizer.StreamsWhatLlamaCppStreams (mid-word, after a space, after a newline, inside a
+// multi-byte character), through the model whose greedy ids equal llama.cpp's (the F16 file), compared
+// with the bytes llama.cpp wrote (tests/fixtures/tokenizer/llamacpp_stream.json).
+TEST(FakCli, RunStreamsWhatLlamaCppStreams) {
+  const auto doc = nlohmann::json::parse(std::ifstream("tests/fixtures/tokenizer/llamacpp_stream.json"));
+  const auto& m = doc["models"][0];
+  ASSERT_EQ(m["model"], "../shared/fixtures/llamacpp-tiny/tiny-llama-f16.gguf");
+  int checked = 0;
+  for (const auto& c : m["cases"]) {
+    if (c["forced"].get<bool>()) continue;
+    const std::string hex = c["prompt_hex"], text_hex = c["text_hex"];
+    std::string prompt, want;  // the prompt as -e escapes, so any byte passes the shell
+    for (size_t i = 0; i + 1 < hex.size(); i += 2) prompt += "\\x" + hex.substr(i, 2);
+    for (size_t i = 0; i + 1 < text_hex.size(); i += 2) {
+      want.push_back(static_cast<char>(std::stoi(text_hex.substr(i, 2), nullptr, 16)));
+    }
+    const std::string cmd = std::string(FAK_BINARY) + " run -m " + m["model"].get<std::string>() +
+                            " -e -p '" + prompt + "' -n 16 --temp 0 -t 2 2>/dev/null";
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+    EXPECT_EQ(pclose(p), 0) << cmd;
+    EXPECT_EQ(out, want + "\n") << "prompt " << hex;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 5);
+}
+
 TEST(FakCli, TokenizeAndTemplate) {
   RunResult t = RunFak("tokenize -m ../shared/fixtures/vocab/ggml-vocab-gpt-2.gguf --ids 'Hello world'");
   ASSERT_EQ(t.exit_code, 0) << t.output;

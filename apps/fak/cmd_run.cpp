@@ -132,6 +132,7 @@ void RegisterRun(CLI::App& app, Context& ctx) {
     go.stop = stop;
     go.ignore_eos = ignore_eos;
     go.on_text = StreamToStdout;
+    go.raw_text = true;  // to the terminal byte for byte, as llama.cpp's CLI writes it
     auto constraint = GrammarFromFlags(schema_file, grammar_file, *loaded);
     if (!constraint.ok()) {
       ctx.exit_code = Fail(constraint.status().ToString());
