@@ -101,7 +101,16 @@ Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int
     return w;
   }
   loaded_bytes_ += total;
+  // Block scales must be finite (CheckBlockScales says why); checked as the rows are read below, or all
+  // at once for a tensor used in place.
+  auto check_scales = [&](int64_t row0, int64_t n) -> Status {
+    if (t.transform != nullptr) return Status::Ok();  // read through f32 and requantized
+    const size_t src_row = static_cast<size_t>(*GgmlRowBytes(t.type, static_cast<uint64_t>(cols)));
+    Status s = CheckBlockScales(t.type, t.data + static_cast<size_t>(row0) * src_row, n, cols, row0);
+    return s.ok() ? s : s.WithContext(fmt::format("tensor '{}' ({})", t.name, GgmlTypeName(t.type)));
+  };
   if (in_place) {
+    FAK_RETURN_IF_ERROR(check_scales(0, rows));
     w.data = t.data;
     return w;
   }
@@ -124,6 +133,7 @@ Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int
       source_.Release(t.data + released, read - released);
       released = read;
     }
+    FAK_RETURN_IF_ERROR(check_scales(g0, n));
     uint8_t* out = pack ? rows_buf.data() : dst + static_cast<size_t>(g0) * w.row_bytes;
     for (int64_t i = 0; i < n; ++i) {
       uint8_t* d = out + static_cast<size_t>(i) * w.row_bytes;

@@ -84,4 +84,37 @@ Status QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n) {
   return Status::Ok();
 }
 
+Status CheckBlockScales(GgmlType type, const void* data, int64_t rows, int64_t n, int64_t first_row) {
+  // Bytes per block, elements per block, and the offsets of its f16 scale and min (-1: none).
+  struct Layout {
+    int bytes, elems, scale, min;
+  };
+  Layout l{};
+  switch (type) {
+    case GgmlType::kQ8_0: l = {34, 32, 0, -1}; break;
+    case GgmlType::kQ4_0: l = {18, 32, 0, -1}; break;
+    case GgmlType::kQ4_1: l = {20, 32, 0, 2}; break;
+    case GgmlType::kQ5_0: l = {22, 32, 0, -1}; break;
+    case GgmlType::kQ5_1: l = {24, 32, 0, 2}; break;
+    case GgmlType::kQ4_K: l = {144, 256, 0, 2}; break;
+    case GgmlType::kQ5_K: l = {176, 256, 0, 2}; break;
+    case GgmlType::kQ6_K: l = {210, 256, 208, -1}; break;
+    default: return Status::Ok();
+  }
+  if (n % l.elems != 0)
+    return InvalidArgument("{} rows of {} elements are not whole blocks", GgmlTypeName(type), n);
+  const int64_t nb = n / l.elems;
+  const auto* p = static_cast<const uint8_t*>(data);
+  auto finite = [](const uint8_t* h) { return (((h[1] << 8) | h[0]) & 0x7C00) != 0x7C00; };
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < nb; ++b, p += l.bytes) {
+      if (!finite(p + l.scale) || (l.min >= 0 && !finite(p + l.min))) {
+        return Corrupt("row {}, block {}: its {} scale is not finite (NaN or infinity)", first_row + r, b,
+                       finite(p + l.scale) ? "min" : "f16");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace fak

@@ -60,5 +60,24 @@ TEST(Codec, QuantizationQuality) {
   }
 }
 
+// Non-finite f16 block scales (and K-quant mins) are found and named by row and block.
+TEST(Codec, CheckBlockScalesNamesTheBlock) {
+  std::vector<uint8_t> q8(2 * 2 * 34, 0);  // 2 rows of 64 elements
+  EXPECT_TRUE(CheckBlockScales(GgmlType::kQ8_0, q8.data(), 2, 64).ok());
+  q8[3 * 34] = 0x00, q8[3 * 34 + 1] = 0x7C;  // row 1, block 1: +infinity
+  Status s = CheckBlockScales(GgmlType::kQ8_0, q8.data(), 2, 64);
+  EXPECT_NE(s.message().find("row 1, block 1: its f16 scale is not finite"), std::string::npos)
+      << s.ToString();
+  std::vector<uint8_t> q4k(144, 0);
+  q4k[3] = 0x7E;  // dmin NaN
+  s = CheckBlockScales(GgmlType::kQ4_K, q4k.data(), 1, 256);
+  EXPECT_NE(s.message().find("row 0, block 0: its min scale is not finite"), std::string::npos)
+      << s.ToString();
+  std::vector<uint8_t> q6k(210, 0);
+  q6k[209] = 0xFC;  // d = -infinity (the last two bytes)
+  EXPECT_FALSE(CheckBlockScales(GgmlType::kQ6_K, q6k.data(), 1, 256).ok());
+  EXPECT_TRUE(CheckBlockScales(GgmlType::kF16, q6k.data(), 1, 64).ok());  // no block scales
+}
+
 }  // namespace
 }  // namespace fak

@@ -465,6 +465,26 @@ TEST(FakCli, NonFiniteModelStopsWithAnError) {
   EXPECT_NE(c.output.find("layer 0's attention block output is the first that is not finite"),
             std::string::npos)
       << c.output;
+  // A NaN block scale in a Q8_0 matrix (the f16 at the start of the first 34-byte block) is refused at
+  // load: the int8 quantization of the next layer's input would turn its NaNs finite, past any check.
+  const std::string q8 = "../shared/fixtures/llamacpp-tiny/tiny-llama-q8_0.gguf";
+  auto qfile = fak::GgufFile::Open(q8);
+  ASSERT_TRUE(qfile.ok()) << qfile.status().ToString();
+  const fak::GgufTensorInfo* q = qfile->FindTensor("blk.0.attn_q.weight");
+  ASSERT_NE(q, nullptr);
+  ASSERT_EQ(q->type, fak::GgmlType::kQ8_0);
+  std::ifstream qin(q8, std::ios::binary);
+  std::string qbytes((std::istreambuf_iterator<char>(qin)), std::istreambuf_iterator<char>());
+  const uint16_t nan_half = 0x7E00;
+  std::memcpy(qbytes.data() + qfile->data_offset() + q->offset, &nan_half, 2);
+  const fs::path bad_scale = TempDir() / "nan-scale.gguf";
+  std::ofstream(bad_scale, std::ios::binary)
+      .write(qbytes.data(), static_cast<std::streamsize>(qbytes.size()));
+  RunResult s = RunFak("run -m " + bad_scale.string() + " -p hi -n 4 -t 2");
+  EXPECT_EQ(s.exit_code, 1) << s.output;
+  EXPECT_NE(s.output.find("tensor 'blk.0.attn_q.weight' (q8_0): row 0, block 0: its f16 scale is not finite"),
+            std::string::npos)
+      << s.output;
 }
 
 // Strings from a file (keys, values, string arrays, tensor names) reach the terminal and JSON with

@@ -10,8 +10,10 @@ namespace fak::cpu {
 namespace {
 
 inline __m256 Exp8(__m256 x) {
-  x = _mm256_max_ps(x, _mm256_set1_ps(kExpMin));
-  x = _mm256_min_ps(x, _mm256_set1_ps(kExpMax));
+  // vmaxps/vminps return their second operand when either is NaN: x second, so a NaN stays NaN as in
+  // the scalar form (a NaN score or gate must not turn into a finite weight).
+  x = _mm256_max_ps(_mm256_set1_ps(kExpMin), x);
+  x = _mm256_min_ps(_mm256_set1_ps(kExpMax), x);
   const __m256 round = _mm256_set1_ps(kRound);
   const __m256 n = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), round), round);
   __m256 r = _mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(kLn2Hi)));

@@ -221,6 +221,18 @@ TEST(Ops, ExpFastIsCloseToExpAndSimdFormsGiveTheSameBits) {
     worst = std::max(worst, std::fabs(cpu::ExpFast(x) / std::exp(double(x)) - 1.0));
   }
   EXPECT_LT(worst, 4e-7);
+  // A NaN stays NaN in the vector form as in the scalar one (a NaN gate or score must not become a
+  // finite value that hides it from the non-finite checks).
+  {
+    std::vector<float> g(16, 1.0f), u(16, 1.0f), h;
+    g[3] = std::nanf("");
+    h = g;
+    cpu::SiluMul(g.data(), u.data(), 16);
+    cpu::Kernels().silu_mul(h.data(), u.data(), 16);
+    EXPECT_TRUE(std::isnan(g[3]));
+    EXPECT_TRUE(std::isnan(h[3]));
+    EXPECT_TRUE(std::isnan(cpu::ExpFast(std::nanf(""))));
+  }
   // SiluMul: the table's kernel equals the scalar reference for every length (vector body + tail).
   auto g0 = Random(1000, 21, 4.0f), u = Random(1000, 22);
   for (int64_t n : {1, 7, 8, 9, 64, 1000}) {
