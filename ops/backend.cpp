@@ -38,8 +38,9 @@ Result<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options) {
     return CreateCpu(options.threads);
   }
 #else
-  if (options.name == "cuda")
+  if (options.name == "cuda") {
     return Unsupported("backend 'cuda': this fak was built without CUDA (no nvcc found)");
+  }
   if (options.name == "auto") return CreateCpu(options.threads);
 #endif
   return InvalidArgument("unknown backend '{}' (want cpu, cuda or auto)", options.name);

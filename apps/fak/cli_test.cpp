@@ -373,6 +373,15 @@ TEST(FakCli, ChatThroughStdin) {
   RunResult none = RunFak("chat -m " + model + " -n 8 < " + in.string());
   EXPECT_EQ(none.exit_code, 1) << none.output;
   EXPECT_NE(none.output.find("--chat-template"), std::string::npos) << none.output;
+  // --chat-template also takes a file with a Jinja template.
+  const fs::path tmpl = dir / "turns.jinja";
+  std::ofstream(tmpl) << "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}"
+                         "{% if add_generation_prompt %}[assistant] {% endif %}";
+  std::ofstream(in, std::ios::trunc) << "hello\n";
+  RunResult file =
+      RunFak("chat -m " + model + " --chat-template " + tmpl.string() + " -n 4 -t 2 < " + in.string());
+  EXPECT_EQ(file.exit_code, 0) << file.output;
+  EXPECT_NE(file.output.find("fak: prompt "), std::string::npos) << file.output;  // a reply was generated
 }
 
 // Ctrl-C while a reply is written stops that reply, and the conversation goes on (item 10).
