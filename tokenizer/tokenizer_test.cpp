@@ -190,7 +190,7 @@ std::string FromHex(const std::string& hex) {
 }
 
 // Against llama.cpp's own streamed text (tests/fixtures/tokenizer/llamacpp_stream.json, recorded from
-// llama.cpp with tools/oracle/llamacpp_stream.cpp): prompts that end mid-word, after a space, after a
+// llama.cpp with tools/llamacpp_ref/llamacpp_stream.cpp): prompts that end mid-word, after a space, after a
 // newline and inside a multi-byte character, for SentencePiece and byte-level BPE vocabularies. The
 // prompt tokenizes to llama.cpp's ids, and the continuation's ids stream the bytes llama-cli writes
 // (hardening item 9); the forced cases continue a prompt cut inside a character with the byte that
