@@ -91,7 +91,8 @@ struct Tokenizer::Impl {
     size_t end = 0;
   };
   void SplitAdded(std::string_view text, bool parse_special, std::vector<Fragment>* out) const;
-  Status EncodeText(std::string_view text, bool at_start, std::vector<int32_t>* out) const;
+  // raw_bytes: the text holds invalid UTF-8 bytes kept for byte tokens.
+  Status EncodeText(std::string_view text, bool at_start, bool raw_bytes, std::vector<int32_t>* out) const;
   void EncodeWord(std::string_view word, std::vector<int32_t>* out) const;
   void EncodeWordUncached(std::string_view word, std::vector<int32_t>* out) const;
 };
@@ -371,7 +372,8 @@ void Tokenizer::Impl::EncodeWord(std::string_view word, std::vector<int32_t>* ou
   cache.map.emplace(std::string(word), std::vector<int32_t>(out->begin() + before, out->end()));
 }
 
-Status Tokenizer::Impl::EncodeText(std::string_view text, bool at_start, std::vector<int32_t>* out) const {
+Status Tokenizer::Impl::EncodeText(std::string_view text, bool at_start, bool raw_bytes,
+                                   std::vector<int32_t>* out) const {
   std::string normalized;
   if (!normalizer.empty()) {
     FAK_ASSIGN_OR_RETURN(normalized, normalizer.Apply(text));
@@ -402,7 +404,7 @@ Status Tokenizer::Impl::EncodeText(std::string_view text, bool at_start, std::ve
   if (spec.model == TokenizerModel::kSpm) {
     // Splitting at each U+2581 assumes characters end before it; raw invalid bytes (kept for byte
     // tokens) can run into it, so such a text is one word, as llama.cpp takes every text.
-    if (!spm_word_split || !IsValidUtf8(text)) {
+    if (!spm_word_split || raw_bytes) {
       EncodeWordUncached(text, out);
       return Status::Ok();
     }
@@ -432,9 +434,10 @@ Result<std::vector<int32_t>> Tokenizer::Encode(std::string_view text, EncodeOpti
   // SentencePiece vocabulary with byte tokens takes the bytes as they are (they become byte tokens); a
   // byte-level vocabulary gets U+FFFD for each byte at which no character can be decoded; any other
   // gets U+FFFD for each maximal invalid subpart.
+  bool raw_bytes = false;  // invalid UTF-8 kept as it is
   if (!IsValidUtf8(text)) {
     if (im.spec.model == TokenizerModel::kSpm && im.spec.byte_fallback && im.normalizer.empty()) {
-      // kept
+      raw_bytes = true;
     } else if (im.spec.byte_level) {
       sanitized = ReplaceUndecodableBytes(text);
       text = sanitized;
@@ -453,7 +456,7 @@ Result<std::vector<int32_t>> Tokenizer::Encode(std::string_view text, EncodeOpti
       out.push_back(f.token);
       continue;
     }
-    FAK_RETURN_IF_ERROR(im.EncodeText(text.substr(f.begin, f.end - f.begin), f.begin == 0, &out));
+    FAK_RETURN_IF_ERROR(im.EncodeText(text.substr(f.begin, f.end - f.begin), f.begin == 0, raw_bytes, &out));
   }
   if (options.add_special && im.spec.add_eos && im.spec.eos_id >= 0) out.push_back(im.spec.eos_id);
   return out;

@@ -32,12 +32,12 @@ namespace fs = std::filesystem;
 
 struct RunResult {
   int exit_code = -1;
-  std::string output;  // stdout and stderr together
+  std::string output;  // stdout (RunFak: and stderr)
 };
 
-RunResult RunFak(const std::string& args) {
+// Runs a shell command line; output is what it writes to stdout.
+RunResult RunShell(const std::string& cmd) {
   RunResult r;
-  std::string cmd = std::string(FAK_BINARY) + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
   std::array<char, 4096> buf;
@@ -47,6 +47,8 @@ RunResult RunFak(const std::string& args) {
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
 }
+
+RunResult RunFak(const std::string& args) { return RunShell(std::string(FAK_BINARY) + " " + args + " 2>&1"); }
 
 fs::path TempDir() {
   fs::path d = fs::temp_directory_path() /
@@ -605,20 +607,14 @@ TEST(FakCli, ThreadsThatCannotStartAreAnError) {
         "quantize " + model + " " + out.string() + " q8_0 --threads 4",
         "synth --geometry tiny -o " + out.string() + " --threads 4",
         std::string("bench kernels -t 4 --type q8_0 --matmul-only --rows 64 --cols 256 --tokens 4")}) {
-    const std::string cmd = "ulimit -s 1000000000 && " + std::string(FAK_BINARY) + " " + args + " 2>&1";
-    FILE* p = popen(cmd.c_str(), "r");
-    ASSERT_NE(p, nullptr);
-    std::string output;
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) output.append(buf.data(), n);
-    const int status = pclose(p);
+    const RunResult r = RunShell("ulimit -s 1000000000 && " + std::string(FAK_BINARY) + " " + args + " 2>&1");
+    const std::string& output = r.output;
     if (output.find("ulimit") != std::string::npos) GTEST_SKIP() << "the shell refused the stack limit";
     if (output.find("Sanitizer") != std::string::npos) {
       GTEST_SKIP()
           << "a sanitizer runtime does not start under a 1 TB stack limit (the Release run covers this)";
     }
-    EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 1) << args << ": " << output;
+    EXPECT_EQ(r.exit_code, 1) << args << ": " << output;
     EXPECT_NE(output.find("threads could start"), std::string::npos) << args << ": " << output;
     EXPECT_NE(output.find("cannot start thread 2 of 4"), std::string::npos) << args << ": " << output;
     EXPECT_FALSE(fs::exists(out)) << args;
@@ -644,14 +640,9 @@ TEST(FakCli, RunStreamsWhatLlamaCppStreams) {
     }
     const std::string cmd = std::string(FAK_BINARY) + " run -m " + m["model"].get<std::string>() +
                             " -e -p '" + prompt + "' -n 16 --temp 0 -t 2 2>/dev/null";
-    FILE* p = popen(cmd.c_str(), "r");
-    ASSERT_NE(p, nullptr);
-    std::string out;
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-    EXPECT_EQ(pclose(p), 0) << cmd;
-    EXPECT_EQ(out, want + "\n") << "prompt " << hex;
+    const RunResult r = RunShell(cmd);
+    EXPECT_EQ(r.exit_code, 0) << cmd;
+    EXPECT_EQ(r.output, want + "\n") << "prompt " << hex;
     ++checked;
   }
   EXPECT_EQ(checked, 5);

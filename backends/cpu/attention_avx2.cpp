@@ -38,15 +38,7 @@ void AttendAvx2(const float* q, int64_t head_dim, const HeadKv& kv, int64_t n_ct
     scores[j] = s;
     if (s > max_score) max_score = s;
   }
-  // The exponentials 8 at a time (the same bits as ExpFast); summed in position order.
-  int64_t j = 0;
-  const __m256 mx = _mm256_set1_ps(max_score);
-  for (; j + 8 <= n_ctx; j += 8) {
-    _mm256_storeu_ps(scores + j, Exp8(_mm256_sub_ps(_mm256_loadu_ps(scores + j), mx)));
-  }
-  for (; j < n_ctx; ++j) scores[j] = ExpFast(scores[j] - max_score);
-  float sum = 0;
-  for (j = 0; j < n_ctx; ++j) sum += scores[j];
+  const float sum = ExpMinusMaxSum(scores, n_ctx, max_score);
   __m256 o[64];
   const int64_t nv = head_dim / 8;
   for (int64_t i = 0; i < nv; ++i) o[i] = _mm256_setzero_ps();
@@ -137,16 +129,7 @@ void AttendGroupAvx2Impl(const float* q, int64_t group, int64_t head_dim, const 
     }
   }
   float sums[64];
-  for (int64_t g = 0; g < group; ++g) {
-    float* sg = scores + g * n_ctx;
-    int64_t j = 0;
-    const __m256 m = _mm256_set1_ps(mx[g]);
-    for (; j + 8 <= n_ctx; j += 8) _mm256_storeu_ps(sg + j, Exp8(_mm256_sub_ps(_mm256_loadu_ps(sg + j), m)));
-    for (; j < n_ctx; ++j) sg[j] = ExpFast(sg[j] - mx[g]);
-    float sum = 0;
-    for (j = 0; j < n_ctx; ++j) sum += sg[j];
-    sums[g] = sum;
-  }
+  for (int64_t g = 0; g < group; ++g) sums[g] = ExpMinusMaxSum(scores + g * n_ctx, n_ctx, mx[g]);
   for (int64_t i = 0; i < group * head_dim; ++i) acc_out[i] = 0.0f;
   __m256 o[64];
   for (int64_t j0 = 0; j0 < n_ctx; j0 += kAttendTile) {

@@ -128,16 +128,7 @@ void AttendGroupAvx512Impl(const float* q, int64_t group, int64_t head_dim, cons
     }
   }
   float sums[64];
-  for (int64_t g = 0; g < group; ++g) {
-    float* sg = scores + g * n_ctx;
-    int64_t j = 0;
-    const __m256 m = _mm256_set1_ps(mx[g]);
-    for (; j + 8 <= n_ctx; j += 8) _mm256_storeu_ps(sg + j, Exp8(_mm256_sub_ps(_mm256_loadu_ps(sg + j), m)));
-    for (; j < n_ctx; ++j) sg[j] = ExpFast(sg[j] - mx[g]);
-    float sum = 0;
-    for (j = 0; j < n_ctx; ++j) sum += sg[j];
-    sums[g] = sum;
-  }
+  for (int64_t g = 0; g < group; ++g) sums[g] = ExpMinusMaxSum(scores + g * n_ctx, n_ctx, mx[g]);
   for (int64_t i = 0; i < group * head_dim; ++i) acc_out[i] = 0.0f;
   const int64_t nv = head_dim / 16;
   for (int64_t j0 = 0; j0 < n_ctx; j0 += kAttendTile) {

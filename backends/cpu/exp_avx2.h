@@ -4,6 +4,8 @@
 
 #include <immintrin.h>
 
+#include <cstdint>
+
 #include "backends/cpu/exp.h"
 
 namespace fak::cpu {
@@ -28,6 +30,18 @@ inline __m256 Exp8(__m256 x) {
       _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(p, r), r), r), _mm256_set1_ps(1.0f));
   const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(y, _mm256_castsi256_ps(bits));
+}
+
+// Softmax numerators: s[j] = exp(s[j] - max) for j < n (8 lanes at a time, the tail by ExpFast: the same
+// bits either way); returns their sum, added in j order. Shared by the attention kernels.
+inline float ExpMinusMaxSum(float* s, int64_t n, float max) {
+  int64_t j = 0;
+  const __m256 m = _mm256_set1_ps(max);
+  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(s + j, Exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), m)));
+  for (; j < n; ++j) s[j] = ExpFast(s[j] - max);
+  float sum = 0;
+  for (j = 0; j < n; ++j) sum += s[j];
+  return sum;
 }
 
 }  // namespace
