@@ -5,6 +5,7 @@
 #                               gathers into .cuda-run/ the fak
 #                               binary, the CUDA test binary, the shared libraries they load that a bare
 #                               GPU machine lacks, and the llama.cpp fixtures the tests read.
+#   scripts/test-cuda.sh unpack on the GPU machine: unpacks .cuda-run/ (run does it first).
 #   scripts/test-cuda.sh run    on the GPU machine, from the repository root (with .cuda-run/ beside):
 #                               the consistency harness and model tests, then decode and prefill
 #                               benchmarks on models synthesized there; results under $OUT (default
@@ -20,10 +21,11 @@ case "${1:-}" in
     rm -rf "$pack" && mkdir -p "$pack/bin" "$pack/lib" "$pack/shared/fixtures/llamacpp-tiny"
     cp "$build/apps/fak/fak" "$build/backends/cuda/cuda_backend_test" "$pack/bin/"
     strip -s "$pack"/bin/*  # the working tree that travels to the GPU machine is limited in size
-    gzip -9 "$pack"/bin/*
     for bin in "$build/apps/fak/fak" "$build/backends/cuda/cuda_backend_test"; do
       ldd "$bin" | awk '$3 ~ /^\// {print $3}'
     done | sort -u | grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' | xargs -r cp -L -t "$pack/lib/"
+    # Binaries and libraries travel as one xz archive (unpacked there by python3, which that machine has).
+    tar -C "$pack" -cf - bin lib | xz -9 -T2 > "$pack/payload.tar.xz" && rm -rf "$pack/bin" "$pack/lib"
     cp ../shared/fixtures/llamacpp-tiny/tiny-llama-q4_k_m.gguf "$pack/shared/fixtures/llamacpp-tiny/"
     mkdir -p "$pack/shared/fixtures/tokenizers/qwen3"  # for fak synth there, compressed to travel
     gzip -9 -c ../shared/fixtures/tokenizers/qwen3/tokenizer.json > "$pack/shared/fixtures/tokenizers/qwen3/tokenizer.json.gz"
@@ -31,15 +33,20 @@ case "${1:-}" in
     grep -qxF "/$pack/" .git/info/exclude 2>/dev/null || echo "/$pack/" >> .git/info/exclude
     du -sh "$pack"
     ;;
+  unpack)
+    [ -x "$pack/bin/fak" ] || python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+      "$pack/payload.tar.xz" "$pack" || exit 1
+    tok="$pack/shared/fixtures/tokenizers/qwen3"
+    [ -f "$tok/tokenizer.json" ] || gunzip -k "$tok/tokenizer.json.gz"
+    [ -e ../shared ] || ln -s "$PWD/$pack/shared" ../shared
+    ;;
   run)
     out=${OUT:-build/cuda-results}
     mkdir -p "$out"
+    "$0" unpack || exit 1
     export LD_LIBRARY_PATH="$PWD/$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    [ -e ../shared ] || ln -s "$PWD/$pack/shared" ../shared
-    for z in "$pack"/bin/*.gz; do [ -f "${z%.gz}" ] || gunzip -k "$z"; done
     fak="$pack/bin/fak"
     tok="$pack/shared/fixtures/tokenizers/qwen3"
-    [ -f "$tok/tokenizer.json" ] || gunzip -k "$tok/tokenizer.json.gz"
     export FAK_SYNTH_TOKENIZER="$PWD/$tok"
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/gpu.txt"
     "$fak" --version | tee -a "$out/gpu.txt"
@@ -67,7 +74,7 @@ for r in d["results"]:
     exit $rc
     ;;
   *)
-    echo "usage: scripts/test-cuda.sh pack|run" >&2
+    echo "usage: scripts/test-cuda.sh pack|unpack|run" >&2
     exit 2
     ;;
 esac

@@ -9,6 +9,7 @@
 
 #include "backends/cuda/async_copy.cuh"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/pdl.cuh"
 
 namespace fak::cuda {
 namespace {
@@ -44,6 +45,7 @@ template <typename T>
 __global__ void __launch_bounds__(kTile)
     AttentionKernel(DeviceKv kv, DeviceBatch b, int64_t layer, const float* q, int64_t n_head, float scale,
                     float* out, int8_t* oq, float* od) {
+  AfterPrevious();
   __shared__ float qs[kMaxHeadDim];
   __shared__ float p[kTile];
   __shared__ float scratch[kTile / 32];
@@ -145,10 +147,15 @@ __global__ void __launch_bounds__(kTile* kHeads)
   const int64_t group = n_head / kv.n_kv_head, g = head / group;
   const int tid = threadIdx.x % kTile, lane = tid & 31, warp = tid >> 5;
   const int64_t width = n_head * kHd;
-  for (int i = tid; i < kHd; i += kTile) qs[i] = q[row * width + head * kHd + i];
-  __syncthreads();
+  // Before the wait: the row's context and page list (the batch arrays and page table are uploaded
+  // before the step's kernels and written by none), and the page of this thread's first key, so the
+  // address chain is resolved while the previous kernel runs.
   const int64_t ctx = static_cast<int64_t>(b.positions[row]) + 1;
   const int32_t* table = b.pages + b.page_begin[b.row_seq[row]];
+  if (tid < ctx) PrefetchL1(kv.page_ptr + table[tid / kv.page_tokens]);
+  AfterPrevious();
+  for (int i = tid; i < kHd; i += kTile) qs[i] = q[row * width + head * kHd + i];
+  __syncthreads();
   const int64_t block = kv.page_tokens * kHd;
   const int64_t k_off = ((layer * 2 + 0) * kv.n_kv_head + g) * block;
   const int64_t v_off = ((layer * 2 + 1) * kv.n_kv_head + g) * block;
@@ -218,7 +225,9 @@ __global__ void __launch_bounds__(kTile* kHeads)
     l = __fmaf_rn(l, alpha, BlockReduce(pt, scratch, false));  // the reduction's barrier also publishes p
 #pragma unroll
     for (int j = 0; j < kDims; ++j) acc[j] = __fmul_rn(acc[j], alpha);
-#pragma unroll 4
+      // Unrolled so that a decode row's value loads (from the cache, not staged) are in flight together;
+      // the sum stays in position order.
+#pragma unroll(kStaged ? 4 : 16)
     for (int64_t jt = warp; jt < n; jt += kTile / 32) {
       const int64_t pos = t0 + jt;
       const T* val = kStaged ? vs + jt * kHd + lane * kDims
@@ -278,8 +287,7 @@ bool LaunchStagedAs(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, con
     return true;
   }
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(kv.n_kv_head));
-  kernel<<<grid, kTile * kHeads, kBytes, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od);
-  *err = cudaGetLastError();
+  *err = Launch(kernel, grid, kTile * kHeads, kBytes, stream, kv, b, layer, q, n_head, scale, out, oq, od);
   return true;
 }
 
@@ -321,22 +329,14 @@ cudaError_t LaunchAttention(const DeviceKv& kv, const DeviceBatch& b, int64_t la
     }
   }
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_head));
+  auto kernel = AttentionKernel<T>;
   switch (kv.head_dim) {
-    case 64:
-      AttentionWarpKernel<T, 2, 1, false>
-          <<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od);
-      break;
-    case 128:
-      AttentionWarpKernel<T, 4, 1, false>
-          <<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od);
-      break;
-    case 256:
-      AttentionWarpKernel<T, 8, 1, false>
-          <<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od);
-      break;
-    default: AttentionKernel<T><<<grid, kTile, 0, stream>>>(kv, b, layer, q, n_head, scale, out, oq, od);
+    case 64: kernel = AttentionWarpKernel<T, 2, 1, false>; break;
+    case 128: kernel = AttentionWarpKernel<T, 4, 1, false>; break;
+    case 256: kernel = AttentionWarpKernel<T, 8, 1, false>; break;
+    default: break;
   }
-  return cudaGetLastError();
+  return Launch(kernel, grid, kTile, 0, stream, kv, b, layer, q, n_head, scale, out, oq, od);
 }
 
 }  // namespace

@@ -480,31 +480,44 @@ TEST(CudaModel, DecodeIsBitIdenticalAloneAndInABatchOfEight) {
 }
 
 // Decode steps replayed from captured CUDA graphs give the bits of the same steps launched op by op
-// (FAK_CUDA_GRAPHS=0), prefill and decode alike, with the fused bias and residual epilogues in both.
+// (FAK_CUDA_GRAPHS=0), prefill and decode alike, with the fused bias and residual epilogues in both;
+// and so do kernels launched in plain stream order (FAK_CUDA_PDL=0) instead of overlapping.
 TEST(CudaModel, GraphReplayGivesTheBitsOfOpByOpLaunches) {
   SKIP_WITHOUT_GPU();
-  auto m = LoadFor("tests/fixtures/hf/qwen2-256", WeightQuant::kQ8_0, true);  // q/k/v biases
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
-  const int64_t vocab = (*m)->config.vocab_size;
-  std::vector<int32_t> prompt = {1, 17, 300, 5, 99, 1023, 7, 42};
-  std::vector<std::vector<float>> runs;
-  for (const char* graphs : {"1", "0"}) {
-    setenv("FAK_CUDA_GRAPHS", graphs, 1);
-    auto rt = Runtime::Create(**m, RuntimeOptions{.max_context = 64, .backend = {.name = "cuda"}});
-    ASSERT_TRUE(rt.ok()) << rt.status().ToString();
-    auto s = Session::Create(**rt);
-    ASSERT_TRUE(s.ok());
-    std::vector<float> all, l(static_cast<size_t>(vocab));
-    ASSERT_TRUE((*s)->Prefill(prompt, l.data()).ok());
-    for (int k = 0; k < 20; ++k) {
-      all.insert(all.end(), l.begin(), l.end());
-      ASSERT_TRUE((*s)->Step(Argmax(l), l.data()).ok());
+  for (const char* path :
+       {"tests/fixtures/hf/qwen2-256", "../shared/fixtures/llamacpp-tiny/tiny-llama-q4_k_m.gguf"}) {
+    SCOPED_TRACE(path);
+    auto m = LoadFor(path, WeightQuant::kQ8_0, true);  // qwen2: q/k/v biases
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    const int64_t vocab = (*m)->config.vocab_size;
+    std::vector<int32_t> prompt = {1, 17, 300, 5, 99, 1023, 7, 42};
+    for (auto& t : prompt) t %= static_cast<int32_t>(vocab);
+    std::vector<std::vector<float>> runs;
+    struct Mode {
+      const char *graphs, *pdl;
+    };
+    for (const Mode mode : {Mode{"1", "1"}, Mode{"0", "1"}, Mode{"1", "0"}, Mode{"0", "0"}}) {
+      setenv("FAK_CUDA_GRAPHS", mode.graphs, 1);
+      setenv("FAK_CUDA_PDL", mode.pdl, 1);
+      auto rt = Runtime::Create(**m, RuntimeOptions{.max_context = 64, .backend = {.name = "cuda"}});
+      ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+      auto s = Session::Create(**rt);
+      ASSERT_TRUE(s.ok());
+      std::vector<float> all, l(static_cast<size_t>(vocab));
+      ASSERT_TRUE((*s)->Prefill(prompt, l.data()).ok());
+      for (int k = 0; k < 20; ++k) {
+        all.insert(all.end(), l.begin(), l.end());
+        ASSERT_TRUE((*s)->Step(Argmax(l), l.data()).ok());
+      }
+      runs.push_back(std::move(all));
     }
-    runs.push_back(std::move(all));
+    unsetenv("FAK_CUDA_GRAPHS");
+    unsetenv("FAK_CUDA_PDL");
+    for (size_t i = 1; i < runs.size(); ++i) {
+      ASSERT_EQ(runs[0].size(), runs[i].size());
+      EXPECT_EQ(std::memcmp(runs[0].data(), runs[i].data(), runs[0].size() * 4), 0) << "mode " << i;
+    }
   }
-  unsetenv("FAK_CUDA_GRAPHS");
-  ASSERT_EQ(runs[0].size(), runs[1].size());
-  EXPECT_EQ(std::memcmp(runs[0].data(), runs[1].data(), runs[0].size() * 4), 0);
 }
 
 TEST(CudaBackend, BadRequestsGetClearErrors) {

@@ -2,6 +2,7 @@
 // the attention output gate and the query/gate split. Every sequence's rows run in order inside one
 // thread (convolution) or one block (recurrence), so a row's result does not depend on the batch.
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/pdl.cuh"
 
 namespace fak::cuda {
 namespace {
@@ -31,11 +32,13 @@ __device__ float BlockSum(float v, float* red) {
 }
 
 __global__ void SigmoidMulKernel(float* x, const float* g, int64_t n) {
+  AfterPrevious();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) x[i] *= 1.0f / (1.0f + expf(-g[i]));
 }
 
 __global__ void SplitHeadsKernel(const float* x, int64_t heads, int64_t hd, float* a, float* b) {
+  AfterPrevious();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= heads * hd) return;
   const int64_t h = i / hd, e = i % hd;
@@ -46,6 +49,7 @@ __global__ void SplitHeadsKernel(const float* x, int64_t heads, int64_t hd, floa
 // One warp per row.
 __global__ void GatedRmsNormKernel(float* x, const float* w, const float* z, int64_t rows, int64_t cols,
                                    float eps) {
+  AfterPrevious();
   const int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (r >= rows) return;
   const int lane = threadIdx.x % 32;
@@ -60,6 +64,7 @@ __global__ void GatedRmsNormKernel(float* x, const float* w, const float* z, int
 
 // One thread per (sequence, channel): the sequence's rows in order, the window in its state slot.
 __global__ void DeltaNetConvKernel(float* x, const float* w, const DeltaNetDevice d, const int32_t* seqs) {
+  AfterPrevious();
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= d.conv_dim) return;
   const int32_t* s = seqs + 3 * blockIdx.y;
@@ -93,6 +98,7 @@ constexpr int kMaxRows = 32;  // rows of S per thread: k_dim up to kSplit * kMax
 __global__ void __launch_bounds__(kSplit * 128)
     DeltaNetRuleKernel(const float* x, const float* b, const float* a, const float* ssm_a,
                        const float* dt_bias, const DeltaNetDevice d, const int32_t* seqs, float* out) {
+  AfterPrevious();
   extern __shared__ float sh[];
   float* q = sh;
   float* k = q + d.k_dim;
@@ -172,28 +178,26 @@ __global__ void __launch_bounds__(kSplit * 128)
 }  // namespace
 
 cudaError_t SigmoidMul(float* x, const float* g, int64_t n, cudaStream_t stream) {
-  SigmoidMulKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(x, g, n);
-  return cudaGetLastError();
+  return Launch(SigmoidMulKernel, Blocks(n, kThreads), kThreads, 0, stream, x, g, n);
 }
 
 cudaError_t SplitHeads(const float* x, int64_t heads, int64_t head_dim, float* a, float* b,
                        cudaStream_t stream) {
-  SplitHeadsKernel<<<Blocks(heads * head_dim, kThreads), kThreads, 0, stream>>>(x, heads, head_dim, a, b);
-  return cudaGetLastError();
+  return Launch(SplitHeadsKernel, Blocks(heads * head_dim, kThreads), kThreads, 0, stream, x, heads, head_dim,
+                a, b);
 }
 
 cudaError_t GatedRmsNorm(float* x, const float* w, const float* z, int64_t rows, int64_t cols, float eps,
                          cudaStream_t stream) {
-  GatedRmsNormKernel<<<Blocks(rows, kThreads / 32), kThreads, 0, stream>>>(x, w, z, rows, cols, eps);
-  return cudaGetLastError();
+  return Launch(GatedRmsNormKernel, Blocks(rows, kThreads / 32), kThreads, 0, stream, x, w, z, rows, cols,
+                eps);
 }
 
 cudaError_t DeltaNetConv(float* x, const float* w, const DeltaNetDevice& d, const int32_t* seqs,
                          int64_t n_seqs, cudaStream_t stream) {
   if (n_seqs == 0) return cudaSuccess;
   const dim3 grid(Blocks(d.conv_dim, 128), static_cast<unsigned>(n_seqs));
-  DeltaNetConvKernel<<<grid, 128, 0, stream>>>(x, w, d, seqs);
-  return cudaGetLastError();
+  return Launch(DeltaNetConvKernel, grid, 128, 0, stream, x, w, d, seqs);
 }
 
 cudaError_t DeltaNetRule(const float* x, const float* b, const float* a, const float* ssm_a,
@@ -203,9 +207,8 @@ cudaError_t DeltaNetRule(const float* x, const float* b, const float* a, const f
   if (d.k_dim > kSplit * kMaxRows || d.v_dim > 128) return cudaErrorInvalidValue;  // the launch bounds
   const int threads = static_cast<int>((d.v_dim * kSplit + 31) / 32 * 32);
   const size_t smem = static_cast<size_t>(2 * d.k_dim + 32) * 4;
-  DeltaNetRuleKernel<<<static_cast<unsigned>(n_seqs * d.n_v_head), threads, smem, stream>>>(
-      x, b, a, ssm_a, dt_bias, d, seqs, out);
-  return cudaGetLastError();
+  return Launch(DeltaNetRuleKernel, static_cast<unsigned>(n_seqs * d.n_v_head), threads, smem, stream, x, b,
+                a, ssm_a, dt_bias, d, seqs, out);
 }
 
 }  // namespace fak::cuda

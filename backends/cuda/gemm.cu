@@ -18,6 +18,7 @@
 // SM that is ~2.3 ms for the 512 tokens' matrices on 132 SMs at 1.98 GHz, the floor of this design.
 #include "backends/cuda/async_copy.cuh"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/pdl.cuh"
 #include "backends/cuda/qblock.cuh"
 
 namespace fak::cuda {
@@ -386,6 +387,7 @@ __device__ __forceinline__ void ComputeSegment(const Stage<F>& st, const typenam
 // writes it to the job's scratch, piece-major; CombinePieces then adds the four in order.
 template <class F, int kPieces, bool kSplit>
 __global__ void __launch_bounds__(kThreads, 2) GemmKernel(MatVecJob job, Q8Act xq, int64_t n) {
+  AfterPrevious();
   extern __shared__ __align__(16) uint8_t smem[];
   Stage<F>* stages = reinterpret_cast<Stage<F>*>(smem);
   __shared__ typename F::Dec dec;
@@ -508,6 +510,7 @@ __global__ void __launch_bounds__(kThreads, 2) GemmKernel(MatVecJob job, Q8Act x
 // The four pieces of each output, from the scratch of a split GEMM, added in order: ((p0 + p1) + p2)
 // + p3, the sum close_piece builds; then stored like any result.
 __global__ void CombinePieces(MatVecJob job, int64_t n, int64_t all_rows) {
+  AfterPrevious();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * all_rows) return;
   const int64_t r = i / all_rows;
@@ -529,8 +532,7 @@ cudaError_t LaunchGemm(const MatVecJob& job, Q8Act xq, int64_t n, int64_t tiles,
   if (attr != cudaSuccess) return attr;
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((n + kTile - 1) / kTile),
                   kSplit ? 4 : 1);
-  GemmKernel<F, kPieces, kSplit><<<grid, kThreads, kBytes, stream>>>(job, xq, n);
-  return cudaGetLastError();
+  return Launch(GemmKernel<F, kPieces, kSplit>, grid, kThreads, kBytes, stream, job, xq, n);
 }
 
 int MultiprocessorCount() {
@@ -562,8 +564,8 @@ cudaError_t LaunchPieces(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t
   }
   if (const cudaError_t e = LaunchGemm<F, 4, true>(job, xq, n, tiles, stream); e != cudaSuccess) return e;
   const int64_t outputs = n * all_rows;
-  CombinePieces<<<static_cast<unsigned>((outputs + 255) / 256), 256, 0, stream>>>(job, n, all_rows);
-  return cudaGetLastError();
+  return Launch(CombinePieces, static_cast<unsigned>((outputs + 255) / 256), 256, 0, stream, job, n,
+                all_rows);
 }
 
 }  // namespace

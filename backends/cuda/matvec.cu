@@ -16,6 +16,7 @@
 #include <cuda_fp16.h>
 
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/pdl.cuh"
 #include "backends/cuda/qblock.cuh"
 
 namespace fak::cuda {
@@ -29,6 +30,8 @@ __device__ __forceinline__ float Half(uint16_t h) { return HalfBits(h); }
 // The terms of block b of weight row o against activation rows r0 .. r0 + nr - 1 (qblock.cuh).
 struct Q8_0 {
   static constexpr bool kQuant = true;
+  static __device__ int64_t RowBytes(int64_t cols) { return cols; }
+  static __device__ int64_t ScaleBytes(int64_t cols) { return cols / 32 * 2; }
   template <int R>
   static __device__ void Terms(const DeviceMatrix& w, Q8Act x, int64_t o, int64_t b, int64_t r0, int nr,
                                float* t) {
@@ -51,6 +54,8 @@ struct Q8_0 {
 // Sub-block s of a super-block is the low (s even) or high (s odd) nibbles of qs[32 (s / 2) ..][32].
 struct Q4_K {
   static constexpr bool kQuant = true;
+  static __device__ int64_t RowBytes(int64_t cols) { return cols / 256 * 144; }
+  static __device__ int64_t ScaleBytes(int64_t) { return 0; }
   template <int R>
   static __device__ void Terms(const DeviceMatrix& w, Q8Act x, int64_t o, int64_t b, int64_t r0, int nr,
                                float* t) {
@@ -85,6 +90,8 @@ struct Q4_K {
 // scales[2s] (l < 16) and scales[2s + 1].
 struct Q6_K {
   static constexpr bool kQuant = true;
+  static __device__ int64_t RowBytes(int64_t cols) { return cols / 256 * 208; }
+  static __device__ int64_t ScaleBytes(int64_t cols) { return cols / 256 * 2; }
   template <int R>
   static __device__ void Terms(const DeviceMatrix& w, Q8Act x, int64_t o, int64_t b, int64_t r0, int nr,
                                float* t) {
@@ -117,6 +124,8 @@ template <MatFormat F>
 struct Float {
   static constexpr bool kQuant = false;
   static constexpr int kWeightsPerChunk = F == MatFormat::kF32 ? 4 : 8;
+  static __device__ int64_t RowBytes(int64_t cols) { return cols * (F == MatFormat::kF32 ? 4 : 2); }
+  static __device__ int64_t ScaleBytes(int64_t) { return 0; }
   template <int R>
   static __device__ void Dot(const DeviceMatrix& w, const float* x, int64_t o, int64_t c, int64_t r0, int nr,
                              float* acc) {
@@ -191,7 +200,7 @@ __device__ __forceinline__ void QuantRowSum(const DeviceMatrix& w, Q8Act xq, int
                                             int64_t r0, int nr, float* acc) {
   const int64_t nb = w.cols / 32, ng = QuantSegments(w.cols);
   const int64_t g_end = PieceBegin(ng, WPR, piece + 1);
-#pragma unroll 2
+#pragma unroll 4
   for (int64_t g0 = PieceBegin(ng, WPR, piece); g0 < g_end; g0 += 4) {
     const int64_t g = g0 + (lane >> 3), b = g * kBlocksPerSegment + (lane & 7);
     float t[R];
@@ -212,6 +221,22 @@ __device__ __forceinline__ void QuantRowSum(const DeviceMatrix& w, Q8Act xq, int
   }
 }
 
+// Brings this warp's share of weight row o (piece `piece` of `pieces`) and its scales into L2: weights
+// no kernel writes, so this runs before the wait for the previous kernel.
+template <class F>
+__device__ __forceinline__ void PrefetchRow(const DeviceMatrix& w, int64_t o, int piece, int pieces,
+                                            int lane) {
+  const int64_t bytes = F::RowBytes(w.cols);
+  const uint8_t* row = w.q + o * bytes;
+  const int64_t lo = (bytes * piece / pieces) & ~int64_t{127}, hi = bytes * (piece + 1) / pieces;
+  for (int64_t off = lo + lane * 128; off < hi; off += 32 * 128) PrefetchL2(row + off);
+  const int64_t sbytes = F::ScaleBytes(w.cols);
+  if (sbytes > 0 && piece == 0) {
+    const auto* scales = reinterpret_cast<const uint8_t*>(w.d) + o * sbytes;
+    for (int64_t off = lane * 128; off < sbytes; off += 32 * 128) PrefetchL2(scales + off);
+  }
+}
+
 // Blocks [first[k], first[k + 1]) of the grid compute matrix k of the job; each block computes
 // kWarps / WPR output rows.
 template <class F, int R, int WPR>
@@ -229,6 +254,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   const DeviceMatrix& w = job.w[k];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, piece = warp % WPR;
   const int64_t o = (static_cast<int64_t>(blockIdx.x) - first) * kRowsPerBlock + warp / WPR;
+  if (o < w.rows && blockIdx.y == 0) PrefetchRow<F>(w, o, piece, WPR, lane);
+  AfterPrevious();
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * R;
   const int nr = static_cast<int>(n - r0 < R ? n - r0 : R);
   float acc[R];
@@ -247,21 +274,23 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int r = 0; r < R; ++r) part[warp][r] = acc[r];
     }
     __syncthreads();
-    if (piece != 0) return;
+    if (piece == 0) {
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      float v = part[warp][r];
+      for (int r = 0; r < R; ++r) {
+        float v = part[warp][r];
 #pragma unroll
-      for (int p = 1; p < WPR; ++p) v = __fadd_rn(v, part[warp + p][r]);
-      acc[r] = v;
+        for (int p = 1; p < WPR; ++p) v = __fadd_rn(v, part[warp + p][r]);
+        acc[r] = v;
+      }
     }
   }
-  if (lane != 0 || o >= w.rows) return;
-  const MatVecOut out = job.out[k];
+  if (lane == 0 && piece == 0 && o < w.rows) {
+    const MatVecOut out = job.out[k];
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    if (r >= nr) break;
-    StoreResult(out, r0 + r, o, acc[r]);
+    for (int r = 0; r < R; ++r) {
+      if (r >= nr) break;
+      StoreResult(out, r0 + r, o, acc[r]);
+    }
   }
 }
 
@@ -271,8 +300,7 @@ cudaError_t LaunchR(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, c
   int64_t blocks = 0;
   for (int k = 0; k < job.count; ++k) blocks += (job.w[k].rows + kRowsPerBlock - 1) / kRowsPerBlock;
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>((n + R - 1) / R));
-  MatVecKernel<F, R, WPR><<<grid, kWarps * 32, 0, s>>>(job, x, xq, n);
-  return cudaGetLastError();
+  return Launch(MatVecKernel<F, R, WPR>, grid, kWarps * 32, 0, s, job, x, xq, n);
 }
 
 template <class F, int R>

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/pdl.cuh"
 
 namespace fak::cuda {
 namespace {
@@ -24,7 +25,7 @@ __device__ __forceinline__ float WarpSum(float v) {
   return v;
 }
 
-// One warp quantizes the 32-element block holding `v` (this lane's element): q = round(v / d) with
+// One warp quantizes the 32-element block holding `v` (this lane's element i): q = round(v / d) with
 // d = max|v| / 127.
 __device__ __forceinline__ void QuantizeLane(float v, int64_t i, int8_t* q, float* d) {
   const float amax = WarpMax(fabsf(v));
@@ -35,6 +36,7 @@ __device__ __forceinline__ void QuantizeLane(float v, int64_t i, int8_t* q, floa
 }
 
 __global__ void QuantizeKernel(const float* x, int64_t n, int8_t* q, float* d) {
+  AfterPrevious();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;  // n is a multiple of 32: whole warps leave together
   QuantizeLane(x[i], i, q, d);
@@ -42,7 +44,8 @@ __global__ void QuantizeKernel(const float* x, int64_t n, int8_t* q, float* d) {
 
 // One block per row, one warp per 32-element run (several runs per warp for long rows): the row is read
 // once into registers, its sum of squares reduced in a fixed order (per thread, then per warp, then
-// over warps in order), and written from the registers with its int8 shadow.
+// over warps in order), and written from the registers with its int8 shadow. The norm's weights are
+// read before the wait for the previous kernel (no kernel writes them).
 constexpr int kNormPerThread = 8;
 __global__ void RmsNormKernel(const float* x, const float* w, float* y, int64_t cols, float eps, int8_t* q,
                               float* d) {
@@ -52,7 +55,13 @@ __global__ void RmsNormKernel(const float* x, const float* w, float* y, int64_t 
   float* yr = y + row * cols;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int64_t runs = (cols + 31) / 32;
-  float v[kNormPerThread];
+  float v[kNormPerThread], wv[kNormPerThread];
+#pragma unroll
+  for (int k = 0; k < kNormPerThread; ++k) {
+    const int64_t i = (warp + static_cast<int64_t>(k) * warps) * 32 + lane;
+    wv[k] = i < cols ? w[i] : 0.0f;
+  }
+  AfterPrevious();
   float ss = 0.0f;
 #pragma unroll
   for (int k = 0; k < kNormPerThread; ++k) {
@@ -72,29 +81,32 @@ __global__ void RmsNormKernel(const float* x, const float* w, float* y, int64_t 
   const float scale = rsqrtf(total / static_cast<float>(cols) + eps);
   for (int64_t b = warp, k = 0; b < runs; b += warps, ++k) {
     const int64_t i = b * 32 + lane;
-    float xv = 0.0f;
+    float xv = 0.0f, wi = 0.0f;
 #pragma unroll
     for (int j = 0; j < kNormPerThread; ++j) {
-      if (j == k) xv = v[j];
+      if (j == k) xv = v[j], wi = wv[j];
     }
-    if (k >= kNormPerThread && i < cols) xv = xr[i];
-    const float o = i < cols ? xv * scale * w[i] : 0.0f;
+    if (k >= kNormPerThread && i < cols) xv = xr[i], wi = w[i];
+    const float o = i < cols ? xv * scale * wi : 0.0f;
     if (i < cols) yr[i] = o;
     if (q != nullptr) QuantizeLane(o, row * cols + i, q, d);
   }
 }
 
 __global__ void AddRowKernel(float* x, const float* b, int64_t n, int64_t cols) {
+  AfterPrevious();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) x[i] += b[i % cols];
 }
 
 __global__ void AddKernel(float* x, const float* y, int64_t n) {
+  AfterPrevious();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) x[i] += y[i];
 }
 
 __global__ void SiluMulKernel(float* g, const float* u, int64_t n, int8_t* q, float* d) {
+  AfterPrevious();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;  // with a shadow, n is a multiple of 32
   const float a = g[i];
@@ -106,6 +118,7 @@ __global__ void SiluMulKernel(float* g, const float* u, int64_t n, int8_t* q, fl
 // One block per row; threads over (head, pair).
 __global__ void RopeKernel(float* x, int64_t cols, int64_t head_dim, int64_t half, const float* cos_sin,
                            bool neox) {
+  AfterPrevious();
   const int64_t row = blockIdx.x;
   const int64_t heads = cols / head_dim;
   const float* cs = cos_sin + row * 2 * half;
@@ -121,6 +134,7 @@ __global__ void RopeKernel(float* x, int64_t cols, int64_t head_dim, int64_t hal
 }
 
 __global__ void GatherKernel(const float* x, int64_t cols, const int32_t* out_rows, float* out) {
+  AfterPrevious();
   const int64_t r = blockIdx.x;
   const float* src = x + static_cast<int64_t>(out_rows[r]) * cols;
   for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) out[r * cols + i] = src[i];
@@ -129,6 +143,7 @@ __global__ void GatherKernel(const float* x, int64_t cols, const int32_t* out_ro
 // One block per row; threads over (kv head, dim).
 template <typename T>
 __global__ void KvWriteKernel(DeviceKv kv, DeviceBatch b, int64_t layer, const float* k, const float* v) {
+  AfterPrevious();
   const int64_t row = blockIdx.x;
   const int64_t width = kv.n_kv_head * kv.head_dim;
   const int64_t pos = b.positions[row];
@@ -159,6 +174,13 @@ __global__ void RopeKvWriteKernel(float* q, int64_t q_cols, float* k, const floa
   const int64_t row = blockIdx.x;
   const float* cs = cos_sin + row * 2 * half;
   const int64_t nq = q != nullptr ? q_cols / head_dim : 0, width = kv.n_kv_head * head_dim;
+  // Before the wait: where the row's keys and values go, from the batch arrays and the page table,
+  // which the step uploads before its kernels and no kernel writes; and the row's cos and sin.
+  const int64_t pos = b.positions[row];
+  const int32_t page = b.pages[b.page_begin[b.row_seq[row]] + pos / kv.page_tokens];
+  T* base = static_cast<T*>(kv.page_ptr[page]);
+  if (threadIdx.x < 2 * half) PrefetchL1(cs + threadIdx.x);
+  AfterPrevious();
   for (int64_t t = threadIdx.x; t < nq * half; t += blockDim.x) {
     const int64_t h = t / half, i = t % half;
     float* x = q + row * q_cols + h * head_dim;
@@ -167,9 +189,6 @@ __global__ void RopeKvWriteKernel(float* q, int64_t q_cols, float* k, const floa
     x[a] = x0 * cs[i] - x1 * cs[half + i];
     x[c] = x1 * cs[i] + x0 * cs[half + i];
   }
-  const int64_t pos = b.positions[row];
-  const int32_t page = b.pages[b.page_begin[b.row_seq[row]] + pos / kv.page_tokens];
-  T* base = static_cast<T*>(kv.page_ptr[page]);
   const int64_t block = kv.page_tokens * head_dim, off = (pos % kv.page_tokens) * head_dim;
   auto store = [&](int64_t which, int64_t h, int64_t i, float value) {
     T* dst = base + ((layer * 2 + which) * kv.n_kv_head + h) * block + off + i;
@@ -203,8 +222,7 @@ __global__ void RopeKvWriteKernel(float* q, int64_t q_cols, float* k, const floa
 
 cudaError_t Quantize(const float* x, int64_t n_elems, int8_t* q, float* d, cudaStream_t stream) {
   if (n_elems <= 0) return cudaSuccess;
-  QuantizeKernel<<<Blocks(n_elems, kThreads), kThreads, 0, stream>>>(x, n_elems, q, d);
-  return cudaGetLastError();
+  return Launch(QuantizeKernel, Blocks(n_elems, kThreads), kThreads, 0, stream, x, n_elems, q, d);
 }
 
 cudaError_t RmsNorm(const float* x, const float* w, float* y, int64_t rows, int64_t cols, float eps,
@@ -214,66 +232,57 @@ cudaError_t RmsNorm(const float* x, const float* w, float* y, int64_t rows, int6
   // 32 warps: a function of cols only.
   const int64_t runs = (cols + 31) / 32;
   const int warps = static_cast<int>(std::min<int64_t>(32, std::max<int64_t>(1, (runs + 1) / 2)));
-  RmsNormKernel<<<static_cast<unsigned>(rows), warps * 32, 0, stream>>>(x, w, y, cols, eps, q, d);
-  return cudaGetLastError();
+  return Launch(RmsNormKernel, static_cast<unsigned>(rows), warps * 32, 0, stream, x, w, y, cols, eps, q, d);
 }
 
 cudaError_t AddRow(float* x, const float* b, int64_t rows, int64_t cols, cudaStream_t stream) {
   const int64_t n = rows * cols;
   if (n <= 0) return cudaSuccess;
-  AddRowKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(x, b, n, cols);
-  return cudaGetLastError();
+  return Launch(AddRowKernel, Blocks(n, kThreads), kThreads, 0, stream, x, b, n, cols);
 }
 
 cudaError_t Add(float* x, const float* y, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  AddKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(x, y, n);
-  return cudaGetLastError();
+  return Launch(AddKernel, Blocks(n, kThreads), kThreads, 0, stream, x, y, n);
 }
 
 cudaError_t SiluMul(float* g, const float* u, int64_t n, int8_t* q, float* d, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  SiluMulKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(g, u, n, q, d);
-  return cudaGetLastError();
+  return Launch(SiluMulKernel, Blocks(n, kThreads), kThreads, 0, stream, g, u, n, q, d);
 }
 
 cudaError_t Rope(float* x, int64_t rows, int64_t cols, int64_t head_dim, int64_t half, const float* cos_sin,
                  bool neox, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
-  RopeKernel<<<static_cast<unsigned>(rows), 128, 0, stream>>>(x, cols, head_dim, half, cos_sin, neox);
-  return cudaGetLastError();
+  return Launch(RopeKernel, static_cast<unsigned>(rows), 128, 0, stream, x, cols, head_dim, half, cos_sin,
+                neox);
 }
 
 cudaError_t Gather(const float* x, int64_t cols, const int32_t* out_rows, int64_t n_out, float* out,
                    cudaStream_t stream) {
   if (n_out <= 0) return cudaSuccess;
-  GatherKernel<<<static_cast<unsigned>(n_out), kThreads, 0, stream>>>(x, cols, out_rows, out);
-  return cudaGetLastError();
+  return Launch(GatherKernel, static_cast<unsigned>(n_out), kThreads, 0, stream, x, cols, out_rows, out);
 }
 
 cudaError_t KvWrite(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* k, const float* v,
                     int64_t rows, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
-  if (kv.f32) {
-    KvWriteKernel<float><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(kv, b, layer, k, v);
-  } else {
-    KvWriteKernel<__half><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(kv, b, layer, k, v);
-  }
-  return cudaGetLastError();
+  const auto grid = static_cast<unsigned>(rows);
+  if (kv.f32) return Launch(KvWriteKernel<float>, grid, kThreads, 0, stream, kv, b, layer, k, v);
+  return Launch(KvWriteKernel<__half>, grid, kThreads, 0, stream, kv, b, layer, k, v);
 }
 
 cudaError_t RopeKvWrite(float* q, int64_t q_cols, float* k, const float* v, int64_t rows, int64_t head_dim,
                         int64_t half, const float* cos_sin, bool neox, const DeviceKv& kv,
                         const DeviceBatch& b, int64_t layer, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
+  const auto grid = static_cast<unsigned>(rows);
   if (kv.f32) {
-    RopeKvWriteKernel<float><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-        q, q_cols, k, v, head_dim, half, cos_sin, neox, kv, b, layer);
-  } else {
-    RopeKvWriteKernel<__half><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-        q, q_cols, k, v, head_dim, half, cos_sin, neox, kv, b, layer);
+    return Launch(RopeKvWriteKernel<float>, grid, kThreads, 0, stream, q, q_cols, k, v, head_dim, half,
+                  cos_sin, neox, kv, b, layer);
   }
-  return cudaGetLastError();
+  return Launch(RopeKvWriteKernel<__half>, grid, kThreads, 0, stream, q, q_cols, k, v, head_dim, half,
+                cos_sin, neox, kv, b, layer);
 }
 
 }  // namespace fak::cuda

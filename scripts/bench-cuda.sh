@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# fak's CUDA backend against llama.cpp's on the same GPU, in one run (docs/bench/gpu.md). On the GPU
+# machine, from the repository root, with .cuda-run/ made here by `scripts/test-cuda.sh pack`:
+#
+#   OUT=results LLAMA_BENCH=/path/to/llama-bench scripts/bench-cuda.sh
+#
+# Models are synthesized there (fak synth, Qwen tokenizer, random weights: speed does not depend on
+# them). Each round runs every fak variant and then llama-bench on each file, so slow drift of the
+# machine touches both engines alike; the table at the end gives each round's numbers and ratios.
+# Variables: GEOMETRIES (qwen2.5-1.5b), TYPES (q8_0 q4_k_m), ROUNDS (2), P (512), N (128), R (3),
+# VARIANTS (space-separated NAME=ENV pairs, e.g. "fak= nofuse=FAK_CUDA_FUSE=0 nopdl=FAK_CUDA_PDL=0";
+# default "fak="), LLAMA_BENCH (skipped when unset or missing).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+pack=.cuda-run
+out=${OUT:-build/cuda-bench}
+mkdir -p "$out"
+scripts/test-cuda.sh unpack || exit 1
+export LD_LIBRARY_PATH="$PWD/$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fak="$PWD/$pack/bin/fak"
+tok="$pack/shared/fixtures/tokenizers/qwen3"
+export FAK_SYNTH_TOKENIZER="$PWD/$tok"
+models=${MODELS:-/tmp/fak-models}
+mkdir -p "$models"
+variants=${VARIANTS:-"fak="}
+llama=${LLAMA_BENCH:-}
+[ -n "$llama" ] && [ ! -x "$llama" ] && { echo "llama-bench not found at $llama: skipped"; llama=; }
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv > "$out/gpu.txt"
+"$fak" --version >> "$out/gpu.txt"
+cat "$out/gpu.txt"
+
+for geometry in ${GEOMETRIES:-qwen2.5-1.5b}; do
+  for type in ${TYPES:-q8_0 q4_k_m}; do
+    m="$models/$geometry-$type.gguf"
+    [ -f "$m" ] || "$fak" synth --geometry "$geometry" --type "$type" -o "$m" > /dev/null || exit 1
+  done
+done
+
+rc=0
+for round in $(seq 1 "${ROUNDS:-2}"); do
+  for geometry in ${GEOMETRIES:-qwen2.5-1.5b}; do
+    for type in ${TYPES:-q8_0 q4_k_m}; do
+      m="$models/$geometry-$type.gguf"
+      for v in $variants; do
+        name=${v%%=*}
+        env_set=${v#*=}
+        f="$out/$name-$geometry-$type-r$round.json"
+        env ${env_set:+"$env_set"} "$fak" bench -m "$m" --backend cuda -p "${P:-512}" -n "${N:-128}" -r "${R:-3}" \
+          --json > "$f" 2> "${f%.json}.err" || rc=1
+      done
+      if [ -n "$llama" ]; then
+        f="$out/llama-$geometry-$type-r$round.json"
+        "$llama" -m "$m" -ngl 99 -p "${P:-512}" -n "${N:-128}" -r "${R:-3}" -o json > "$f" 2> "${f%.json}.err" || rc=1
+      fi
+    done
+  done
+done
+
+python3 - "$out" <<'EOF'
+import glob, json, os, sys
+out = sys.argv[1]
+rows = {}
+for f in sorted(glob.glob(os.path.join(out, "*.json"))):
+    base = os.path.basename(f)[:-5]
+    if base == "gpu":
+        continue
+    engine, rest = base.split("-", 1)
+    model, rnd = rest.rsplit("-r", 1)
+    try:
+        d = json.load(open(f))
+    except Exception:
+        continue
+    if engine == "llama":
+        for r in d:
+            test = "pp%d" % r["n_prompt"] if r["n_gen"] == 0 else "tg%d" % r["n_gen"]
+            rows.setdefault((model, test, rnd), {})[engine] = r["avg_ts"]
+    else:
+        for r in d["results"]:
+            rows.setdefault((model, r["test"], rnd), {})[engine] = r["tokens_per_second"]
+engines = sorted({e for v in rows.values() for e in v}, key=lambda e: (e == "llama", e))
+print("| model | test | round | " + " | ".join(engines) + (" | fak / llama.cpp |" if "llama" in engines and "fak" in engines else " |"))
+for (model, test, rnd), v in sorted(rows.items()):
+    cells = ["%.1f" % v[e] if e in v else "-" for e in engines]
+    ratio = ""
+    if "llama" in v and "fak" in v:
+        ratio = " %.2f |" % (v["fak"] / v["llama"])
+    print("| %s | %s | %s | %s |%s" % (model, test, rnd, " | ".join(cells), ratio))
+EOF
+exit $rc
