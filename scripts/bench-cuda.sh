@@ -9,7 +9,9 @@
 # machine touches both engines alike; the table at the end gives each round's numbers and ratios.
 # Variables: GEOMETRIES (qwen2.5-1.5b), TYPES (q8_0 q4_k_m), ROUNDS (2), P (512), N (128), R (3),
 # VARIANTS (space-separated NAME=ENV pairs, e.g. "fak= nofuse=FAK_CUDA_FUSE=0 nopdl=FAK_CUDA_PDL=0";
-# default "fak="), LLAMA_BENCH (skipped when unset or missing).
+# default "fak="), LLAMA_BENCH (skipped when unset or missing); with LLAMA_BATCHED_BENCH, also
+# batched decode of the q8_0 files, B sequences of BATCH_P prompt and BATCH_N new tokens each
+# (fak bench batch against llama-batched-bench, prompts not shared; BATCHES, default 1,8,32).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 pack=.cuda-run
@@ -52,6 +54,15 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
         f="$out/llama-$geometry-$type-r$round.json"
         "$llama" -m "$m" -ngl 99 -p "${P:-512}" -n "${N:-128}" -r "${R:-3}" -o json > "$f" 2> "${f%.json}.err" || rc=1
       fi
+      batched=${LLAMA_BATCHED_BENCH:-}
+      if [ -n "$batched" ] && [ "$type" = q8_0 ]; then
+        bp=${BATCH_P:-128} bn=${BATCH_N:-64} bs=${BATCHES:-1,8,32}
+        "$fak" bench batch -m "$m" --backend cuda -p "$bp" -n "$bn" -b "$bs" \
+          > "$out/batch-fak-$geometry-$type-r$round.txt" 2>&1 || rc=1
+        ctx=$(( (bp + bn) * ${bs##*,} + 256 ))
+        "$batched" -m "$m" -ngl 99 -c "$ctx" -b 2048 -ub 512 -npp "$bp" -ntg "$bn" -npl "$bs" \
+          > "$out/batch-llama-$geometry-$type-r$round.txt" 2>&1 || rc=1
+      fi
     done
   done
 done
@@ -62,7 +73,7 @@ out = sys.argv[1]
 rows = {}
 for f in sorted(glob.glob(os.path.join(out, "*.json"))):
     base = os.path.basename(f)[:-5]
-    if base == "gpu":
+    if base == "gpu" or base.startswith("batch-"):
         continue
     engine, rest = base.split("-", 1)
     model, rnd = rest.rsplit("-r", 1)
@@ -86,4 +97,9 @@ for (model, test, rnd), v in sorted(rows.items()):
         ratio = " %.2f |" % (v["fak"] / v["llama"])
     print("| %s | %s | %s | %s |%s" % (model, test, rnd, " | ".join(cells), ratio))
 EOF
+for f in "$out"/batch-*.txt; do
+  [ -f "$f" ] || continue
+  echo "== $(basename "$f")"
+  grep -E '^\|' "$f"
+done
 exit $rc

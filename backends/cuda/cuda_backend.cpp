@@ -98,6 +98,7 @@ class CudaBackend final : public Backend {
     for (auto& s : states_) cudaFree(s.data);
     cudaFreeHost(up_.host);
     cudaFree(split_);
+    cudaFree(graph_split_);
     cudaFree(up_.dev);
     cudaFreeHost(down_.host);
     cudaStreamDestroy(stream_);
@@ -617,12 +618,23 @@ class CudaBackend final : public Backend {
   static constexpr int64_t kGraphRows = 64;  // steps of at most this many rows run as graphs
   static constexpr int64_t kSplitMaxRows = 4096;
 
-  // The GEMM's piece scratch for this step: for steps too large to run as graphs (a graph would keep
-  // the address), grown to the batch; without it (or if it cannot be had) the GEMM keeps a tile's
+  // The GEMM's piece scratch for this step. Steps that run as graphs (a graph keeps the address) share
+  // one scratch sized for kGraphRows rows, allocated at the first such step and kept; larger steps
+  // get another, grown to the batch. Without it (or if it cannot be had) the GEMM keeps a tile's
   // pieces in one block, which gives the same bits.
   void ReserveSplit() {
     q_.SetSplit(nullptr, 0);
-    if (split_rows_ == 0 || n_rows_ <= kGraphRows) return;
+    if (split_rows_ == 0) return;
+    if (n_rows_ <= kGraphRows) {
+      if (graph_split_ == nullptr) {
+        auto p =
+            DeviceAlloc(static_cast<size_t>(4 * kGraphRows * split_rows_) * 4, "the GEMM's piece scratch");
+        if (!p.ok()) return;
+        graph_split_ = static_cast<float*>(*p);
+      }
+      q_.SetSplit(graph_split_, 4 * kGraphRows * split_rows_);
+      return;
+    }
     const int64_t need = 4 * n_rows_ * split_rows_;
     if (need > split_cap_) {
       if (cudaStreamSynchronize(stream_) != cudaSuccess) return;
@@ -780,8 +792,9 @@ class CudaBackend final : public Backend {
   std::vector<Embedding> embeddings_;
   int64_t max_embed_cols_ = 0;
   int64_t split_rows_ = 0;  // the most rows of a matrix whose pieces the GEMM may split
-  float* split_ = nullptr;  // its scratch: split_cap_ floats
+  float* split_ = nullptr;  // its scratch for steps beyond kGraphRows rows: split_cap_ floats
   int64_t split_cap_ = 0;
+  float* graph_split_ = nullptr;  // for steps that run as graphs: 4 * kGraphRows * split_rows_ floats
   std::vector<RopeSpec> ropes_;
   Activations acts_;
   std::vector<KvStore> kv_;

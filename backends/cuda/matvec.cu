@@ -200,7 +200,9 @@ __device__ __forceinline__ void QuantRowSum(const DeviceMatrix& w, Q8Act xq, int
                                             int64_t r0, int nr, float* acc) {
   const int64_t nb = w.cols / 32, ng = QuantSegments(w.cols);
   const int64_t g_end = PieceBegin(ng, WPR, piece + 1);
-#pragma unroll 4
+  // A single activation row: four rounds' loads in flight (a long row's piece is about three rounds);
+  // more rows: two, which keeps the registers within bounds.
+#pragma unroll(R <= 2 ? 4 : 2)
   for (int64_t g0 = PieceBegin(ng, WPR, piece); g0 < g_end; g0 += 4) {
     const int64_t g = g0 + (lane >> 3), b = g * kBlocksPerSegment + (lane & 7);
     float t[R];
