@@ -305,7 +305,7 @@ bool LaunchStaged(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const
   }
 }
 
-constexpr int64_t kStagedMinRows = 16;  // batches of this many rows stage keys and values (same bits)
+constexpr int64_t kStagedMinRows = 2;  // batches of this many rows stage keys and values (same bits)
 
 template <typename T>
 cudaError_t LaunchAttention(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q,
