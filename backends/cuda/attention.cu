@@ -1,8 +1,11 @@
 // Paged causal attention, one block of 128 threads per (row, query head): the row's positions are
 // visited in tiles of 128 (one key per thread), with an online softmax whose maxima and sums are
 // reduced in a fixed tree order, and each thread accumulates its value dims over the tile's positions
-// in order. A row's result therefore depends only on its query and its sequence's cache: not on the
-// batch, nor on how its prompt was chunked.
+// in order. Contexts longer than 512 positions (head sizes 64, 128, 256) are split into at most 16
+// chunks (kernels.h's AttnChunkLen, a function of the row's context alone), each walked that way by
+// its own block, and the chunks' partials are combined in chunk order by CombineChunks: a long decode
+// row keeps 16 blocks per head busy instead of one. A row's result therefore depends only on its query
+// and its sequence's cache: not on the batch, nor on how its prompt was chunked.
 #include <cuda_fp16.h>
 
 #include <cfloat>
@@ -30,6 +33,19 @@ __device__ __forceinline__ float BlockReduce(float v, float* scratch, bool max) 
   for (int k = 1; k < kTile / 32; ++k) r = max ? fmaxf(r, scratch[k]) : r + scratch[k];
   __syncthreads();
   return r;
+}
+
+// out[e] = v and, with a shadow, its int8 value and block scale: called by every lane of a warp for 32
+// consecutive elements.
+__device__ __forceinline__ void StoreOutput(float v, int64_t e, float* out, int8_t* oq, float* od) {
+  out[e] = v;
+  if (oq == nullptr) return;
+  float amax = fabsf(v);
+#pragma unroll
+  for (int mm = 16; mm > 0; mm >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, mm));
+  const float dv = amax / 127.0f;
+  oq[e] = static_cast<int8_t>(__float2int_rn(v * (dv > 0.0f ? 1.0f / dv : 0.0f)));
+  if ((threadIdx.x & 31) == 0) od[e / 32] = dv;
 }
 
 template <typename T>
@@ -130,7 +146,7 @@ __global__ void __launch_bounds__(kTile)
 template <typename T, int kDims, int kHeads, bool kStaged>
 __global__ void __launch_bounds__(kTile* kHeads)
     AttentionWarpKernel(DeviceKv kv, DeviceBatch b, int64_t layer, const float* q, int64_t n_head,
-                        float scale, float* out, int8_t* oq, float* od) {
+                        float scale, float* out, int8_t* oq, float* od, float* part_out) {
   constexpr int kHd = kDims * 32;
   constexpr int kPerLoad = 16 / sizeof(T);
   constexpr int kKeyStride = kHd + 16 / sizeof(T);  // staged keys: rows padded by 16 bytes
@@ -150,9 +166,14 @@ __global__ void __launch_bounds__(kTile* kHeads)
   // Before the wait: the row's context and page list (the batch arrays and page table are uploaded
   // before the step's kernels and written by none), and the page of this thread's first key, so the
   // address chain is resolved while the previous kernel runs.
+  // This block's chunk of the row's positions: [begin, end).
   const int64_t ctx = static_cast<int64_t>(b.positions[row]) + 1;
+  const int64_t chunk_len = AttnChunkLen(ctx), n_chunks = (ctx + chunk_len - 1) / chunk_len;
+  if (static_cast<int64_t>(blockIdx.z) >= n_chunks) return;
+  const int64_t begin = static_cast<int64_t>(blockIdx.z) * chunk_len;
+  const int64_t end = ctx - begin < chunk_len ? ctx : begin + chunk_len;
   const int32_t* table = b.pages + b.page_begin[b.row_seq[row]];
-  if (tid < ctx) PrefetchL1(kv.page_ptr + table[tid / kv.page_tokens]);
+  if (begin + tid < end) PrefetchL1(kv.page_ptr + table[(begin + tid) / kv.page_tokens]);
   AfterPrevious();
   for (int i = tid; i < kHd; i += kTile) qs[i] = q[row * width + head * kHd + i];
   __syncthreads();
@@ -162,11 +183,11 @@ __global__ void __launch_bounds__(kTile* kHeads)
   constexpr int kBuffers = kDims <= 4 ? 2 : 1;
   constexpr int kBufferElems = kTile * (kKeyStride + kHd);
   constexpr int kChunks = kHd / kPerLoad;  // 16-byte chunks per key or value row
-  // Copies keys and values of positions [t, t + kTile) (up to ctx) into buffer `buf`.
+  // Copies keys and values of positions [t, t + kTile) (up to end) into buffer `buf`.
   auto issue = [&](int64_t t, int buf) {
     T* kb = reinterpret_cast<T*>(staged) + buf * kBufferElems;
     T* vb = kb + kTile * kKeyStride;
-    const int64_t rows = ctx - t < kTile ? ctx - t : kTile;
+    const int64_t rows = end - t < kTile ? end - t : kTile;
     for (int c = threadIdx.x; c < rows * kChunks; c += kTile * kHeads) {
       const int64_t j = c / kChunks, pos = t + j;
       const int part = static_cast<int>(c % kChunks);
@@ -177,20 +198,20 @@ __global__ void __launch_bounds__(kTile* kHeads)
     }
     CopyCommit();
   };
-  if constexpr (kStaged && kBuffers == 2) issue(0, 0);
+  if constexpr (kStaged && kBuffers == 2) issue(begin, 0);
 
   float m = -FLT_MAX, l = 0.0f;
   float acc[kDims];
 #pragma unroll
   for (int j = 0; j < kDims; ++j) acc[j] = 0.0f;
-  for (int64_t t0 = 0; t0 < ctx; t0 += kTile) {
-    const int64_t n = ctx - t0 < kTile ? ctx - t0 : kTile;
-    const int buf = kBuffers == 2 ? static_cast<int>((t0 / kTile) & 1) : 0;
+  for (int64_t t0 = begin; t0 < end; t0 += kTile) {
+    const int64_t n = end - t0 < kTile ? end - t0 : kTile;
+    const int buf = kBuffers == 2 ? static_cast<int>(((t0 - begin) / kTile) & 1) : 0;
     const T* ks = reinterpret_cast<const T*>(staged) + buf * kBufferElems;
     const T* vs = ks + kTile * kKeyStride;
     if constexpr (kStaged) {
       if constexpr (kBuffers == 2) {
-        if (t0 + kTile < ctx) {
+        if (t0 + kTile < end) {
           issue(t0 + kTile, buf ^ 1);  // its buffer was last read in the tile before this one
         } else {
           CopyCommit();
@@ -204,7 +225,7 @@ __global__ void __launch_bounds__(kTile* kHeads)
     }
     const int64_t t = t0 + tid;
     float s = -FLT_MAX;
-    if (t < ctx) {
+    if (t < end) {
       const T* key = kStaged ? ks + tid * kKeyStride
                              : static_cast<const T*>(kv.page_ptr[table[t / kv.page_tokens]]) + k_off +
                                    (t % kv.page_tokens) * kHd;
@@ -220,7 +241,7 @@ __global__ void __launch_bounds__(kTile* kHeads)
     }
     const float m_new = fmaxf(m, BlockReduce(s, scratch, true));
     const float alpha = expf(m - m_new);
-    const float pt = t < ctx ? expf(s - m_new) : 0.0f;
+    const float pt = t < end ? expf(s - m_new) : 0.0f;
     p[tid] = pt;
     l = __fmaf_rn(l, alpha, BlockReduce(pt, scratch, false));  // the reduction's barrier also publishes p
 #pragma unroll
@@ -244,22 +265,44 @@ __global__ void __launch_bounds__(kTile* kHeads)
 #pragma unroll
   for (int j = 0; j < kDims; ++j) sums[warp][lane * kDims + j] = acc[j];
   __syncthreads();
-  float* o = out + row * width + head * kHd;
+  if (n_chunks > 1) {  // this chunk's partials: the value sums, its maximum and normalizer
+    float* pr = part_out + ((row * n_head + head) * kAttnMaxChunks + blockIdx.z) * (kHd + 2);
+    for (int i = tid; i < kHd; i += kTile) {
+      float v = sums[0][i];
+#pragma unroll
+      for (int w = 1; w < kTile / 32; ++w) v = __fadd_rn(v, sums[w][i]);
+      pr[i] = v;
+    }
+    if (tid == 0) pr[kHd] = m, pr[kHd + 1] = l;
+    return;
+  }
   for (int i = tid; i < kHd; i += kTile) {
     float v = sums[0][i];
 #pragma unroll
     for (int w = 1; w < kTile / 32; ++w) v = __fadd_rn(v, sums[w][i]);
-    v = __fdiv_rn(v, l);
-    o[i] = v;
-    if (oq == nullptr) continue;
-    // kHd is a multiple of 32, so each warp quantizes whole 32-element runs.
-    float amax = fabsf(v);
-#pragma unroll
-    for (int mm = 16; mm > 0; mm >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, mm));
-    const float dv = amax / 127.0f;
-    const int64_t e = row * width + head * kHd + i;
-    oq[e] = static_cast<int8_t>(__float2int_rn(v * (dv > 0.0f ? 1.0f / dv : 0.0f)));
-    if (lane == 0) od[e / 32] = dv;
+    StoreOutput(__fdiv_rn(v, l), row * width + head * kHd + i, out, oq, od);
+  }
+}
+
+// Rows of several chunks: the chunks' partials combined in chunk order, for each (row, query head).
+// One block of kTile threads each.
+__global__ void __launch_bounds__(kTile) CombineChunks(DeviceBatch b, const float* part, int64_t n_head,
+                                                       int64_t hd, float* out, int8_t* oq, float* od) {
+  const int64_t row = blockIdx.x, head = blockIdx.y;
+  const int64_t n_chunks = AttnChunks(static_cast<int64_t>(b.positions[row]) + 1);
+  if (n_chunks == 1) return;  // written by the attention kernel
+  AfterPrevious();
+  const float* pr = part + (row * n_head + head) * kAttnMaxChunks * (hd + 2);
+  float mx = -FLT_MAX;
+  for (int64_t c = 0; c < n_chunks; ++c) mx = fmaxf(mx, pr[c * (hd + 2) + hd]);
+  float l = 0.0f;
+  for (int64_t c = 0; c < n_chunks; ++c)
+    l = __fmaf_rn(pr[c * (hd + 2) + hd + 1], expf(pr[c * (hd + 2) + hd] - mx), l);
+  for (int64_t i = threadIdx.x; i < hd; i += kTile) {  // hd is a multiple of 32: whole warps
+    float a = 0.0f;
+    for (int64_t c = 0; c < n_chunks; ++c)
+      a = __fmaf_rn(pr[c * (hd + 2) + i], expf(pr[c * (hd + 2) + hd] - mx), a);
+    StoreOutput(__fdiv_rn(a, l), row * n_head * hd + head * hd + i, out, oq, od);
   }
 }
 
@@ -272,12 +315,21 @@ constexpr int StagedBytes() {
           kTile * kDims * 32 * static_cast<int>(sizeof(T)));
 }
 
+// What every attention kernel is given.
+struct AttnArgs {
+  DeviceKv kv;
+  DeviceBatch b;
+  int64_t layer, rows, n_head, chunks;  // chunks: the most of any row (the grid's third dimension)
+  const float* q;
+  float scale;
+  float *out, *od, *part;
+  int8_t* oq;
+};
+
 // The staged kernel for `group` query heads per KV head (f16 caches, groups of 2..8 heads); false
 // when there is no such variant, and the per-head kernel runs.
 template <int kDims, int kHeads>
-bool LaunchStagedAs(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q, int64_t rows,
-                    int64_t n_head, float scale, float* out, int8_t* oq, float* od, cudaStream_t stream,
-                    cudaError_t* err) {
+bool LaunchStagedAs(const AttnArgs& a, cudaStream_t stream, cudaError_t* err) {
   constexpr int kBytes = StagedBytes<__half, kDims>();
   auto kernel = AttentionWarpKernel<__half, kDims, kHeads, true>;
   static const cudaError_t attr =
@@ -286,21 +338,21 @@ bool LaunchStagedAs(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, con
     *err = attr;
     return true;
   }
-  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(kv.n_kv_head));
-  *err = Launch(kernel, grid, kTile * kHeads, kBytes, stream, kv, b, layer, q, n_head, scale, out, oq, od);
+  const dim3 grid(static_cast<unsigned>(a.rows), static_cast<unsigned>(a.kv.n_kv_head),
+                  static_cast<unsigned>(a.chunks));
+  *err = Launch(kernel, grid, kTile * kHeads, kBytes, stream, a.kv, a.b, a.layer, a.q, a.n_head, a.scale,
+                a.out, a.oq, a.od, a.part);
   return true;
 }
 
 template <int kDims>
-bool LaunchStaged(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q, int64_t rows,
-                  int64_t n_head, float scale, float* out, int8_t* oq, float* od, cudaStream_t stream,
-                  cudaError_t* err) {
-  switch (n_head / kv.n_kv_head) {
-    case 2: return LaunchStagedAs<kDims, 2>(kv, b, layer, q, rows, n_head, scale, out, oq, od, stream, err);
-    case 4: return LaunchStagedAs<kDims, 4>(kv, b, layer, q, rows, n_head, scale, out, oq, od, stream, err);
-    case 6: return LaunchStagedAs<kDims, 6>(kv, b, layer, q, rows, n_head, scale, out, oq, od, stream, err);
-    case 7: return LaunchStagedAs<kDims, 7>(kv, b, layer, q, rows, n_head, scale, out, oq, od, stream, err);
-    case 8: return LaunchStagedAs<kDims, 8>(kv, b, layer, q, rows, n_head, scale, out, oq, od, stream, err);
+bool LaunchStaged(const AttnArgs& a, cudaStream_t stream, cudaError_t* err) {
+  switch (a.n_head / a.kv.n_kv_head) {
+    case 2: return LaunchStagedAs<kDims, 2>(a, stream, err);
+    case 4: return LaunchStagedAs<kDims, 4>(a, stream, err);
+    case 6: return LaunchStagedAs<kDims, 6>(a, stream, err);
+    case 7: return LaunchStagedAs<kDims, 7>(a, stream, err);
+    case 8: return LaunchStagedAs<kDims, 8>(a, stream, err);
     default: return false;
   }
 }
@@ -308,45 +360,45 @@ bool LaunchStaged(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const
 constexpr int64_t kStagedMinRows = 2;  // batches of this many rows stage keys and values (same bits)
 
 template <typename T>
-cudaError_t LaunchAttention(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q,
-                            int64_t rows, int64_t n_head, float scale, float* out, int8_t* oq, float* od,
-                            cudaStream_t stream) {
+cudaError_t LaunchAttention(const AttnArgs& a, cudaStream_t stream) {
   if constexpr (sizeof(T) == 2) {
     cudaError_t err = cudaSuccess;
-    if (rows >= kStagedMinRows) {
-      if (kv.head_dim == 64 &&
-          LaunchStaged<2>(kv, b, layer, q, rows, n_head, scale, out, oq, od, stream, &err)) {
-        return err;
-      }
-      if (kv.head_dim == 128 &&
-          LaunchStaged<4>(kv, b, layer, q, rows, n_head, scale, out, oq, od, stream, &err)) {
-        return err;
-      }
-      if (kv.head_dim == 256 &&
-          LaunchStaged<8>(kv, b, layer, q, rows, n_head, scale, out, oq, od, stream, &err)) {
-        return err;
-      }
+    if (a.rows >= kStagedMinRows) {
+      if (a.kv.head_dim == 64 && LaunchStaged<2>(a, stream, &err)) return err;
+      if (a.kv.head_dim == 128 && LaunchStaged<4>(a, stream, &err)) return err;
+      if (a.kv.head_dim == 256 && LaunchStaged<8>(a, stream, &err)) return err;
     }
   }
-  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_head));
-  auto kernel = AttentionKernel<T>;
-  switch (kv.head_dim) {
-    case 64: kernel = AttentionWarpKernel<T, 2, 1, false>; break;
+  const dim3 grid(static_cast<unsigned>(a.rows), static_cast<unsigned>(a.n_head),
+                  static_cast<unsigned>(a.chunks));
+  auto kernel = AttentionWarpKernel<T, 2, 1, false>;
+  switch (a.kv.head_dim) {
+    case 64: break;
     case 128: kernel = AttentionWarpKernel<T, 4, 1, false>; break;
     case 256: kernel = AttentionWarpKernel<T, 8, 1, false>; break;
-    default: break;
+    default:  // other head sizes: one block walks the whole context (a.chunks is 1)
+      return Launch(AttentionKernel<T>, grid, kTile, 0, stream, a.kv, a.b, a.layer, a.q, a.n_head, a.scale,
+                    a.out, a.oq, a.od);
   }
-  return Launch(kernel, grid, kTile, 0, stream, kv, b, layer, q, n_head, scale, out, oq, od);
+  return Launch(kernel, grid, kTile, 0, stream, a.kv, a.b, a.layer, a.q, a.n_head, a.scale, a.out, a.oq, a.od,
+                a.part);
 }
 
 }  // namespace
 
 cudaError_t Attention(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q, int64_t rows,
-                      int64_t n_head, float scale, float* out, int8_t* oq, float* od, cudaStream_t stream) {
+                      int64_t n_head, float scale, float* out, int8_t* oq, float* od, int64_t max_ctx,
+                      float* part, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   if (kv.head_dim > kMaxHeadDim) return cudaErrorInvalidValue;
-  return kv.f32 ? LaunchAttention<float>(kv, b, layer, q, rows, n_head, scale, out, oq, od, stream)
-                : LaunchAttention<__half>(kv, b, layer, q, rows, n_head, scale, out, oq, od, stream);
+  const bool split = AttnPartFloats(rows, n_head, kv.head_dim, max_ctx) > 0;
+  if (split && part == nullptr) return cudaErrorInvalidValue;
+  const AttnArgs a{kv, b, layer, rows, n_head, split ? AttnChunks(max_ctx) : 1, q, scale, out, od, part, oq};
+  const cudaError_t e = kv.f32 ? LaunchAttention<float>(a, stream) : LaunchAttention<__half>(a, stream);
+  if (e != cudaSuccess || !split) return e;
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_head));
+  return Launch(CombineChunks, grid, kTile, 0, stream, b, static_cast<const float*>(part), n_head,
+                kv.head_dim, out, oq, od);
 }
 
 }  // namespace fak::cuda

@@ -99,6 +99,7 @@ class CudaBackend final : public Backend {
     cudaFreeHost(up_.host);
     cudaFree(split_);
     cudaFree(graph_split_);
+    cudaFree(attn_part_);
     cudaFree(up_.dev);
     cudaFreeHost(down_.host);
     cudaStreamDestroy(stream_);
@@ -308,6 +309,8 @@ class CudaBackend final : public Backend {
     if (!error_.ok() || !DrainDownloads()) return;
     n_rows_ = static_cast<int64_t>(b.tokens.size());
     n_out_ = static_cast<int64_t>(b.out_rows.size());
+    max_ctx_ = 0;
+    for (const int32_t p : b.positions) max_ctx_ = std::max<int64_t>(max_ctx_, int64_t{p} + 1);
     ReserveSplit();
     tokens_.assign(b.tokens.begin(), b.tokens.end());
     // Everything the step uploads, in one pinned area: the batch arrays, every RoPE's cos/sin per row
@@ -510,14 +513,19 @@ class CudaBackend final : public Backend {
     const DeviceBatch b = batch_;
     const float* qs = q.data;
     float* os = out.data;
-    const int64_t rows = q.rows, n_head = q.cols / st.g.head_dim;
+    const int64_t rows = q.rows, n_head = q.cols / st.g.head_dim, max_ctx = max_ctx_;
+    // Scratch for the chunk partials of long contexts.
+    const int64_t part_floats = AttnPartFloats(rows, n_head, st.g.head_dim, max_ctx);
+    if (part_floats > attn_part_floats_ && !GrowAttnPart(part_floats)) return;
+    float* part = part_floats > 0 ? attn_part_ : nullptr;
     uint32_t scale_bits;
     std::memcpy(&scale_bits, &scale, 4);
     Queue("Attention",
           {U(view.page_ptr), U(layer), U(qs), U(rows), U(n_head), scale_bits, U(os), U(oq), U(od),
-           U(b.positions), U(b.pages)},
+           U(b.positions), U(b.pages), U(part), U(part_floats > 0 ? AttnChunks(max_ctx) : 1)},
           [=](cudaStream_t s) {
-            return fak::cuda::Attention(view, b, layer, qs, rows, n_head, scale, os, oq, od, s);
+            return fak::cuda::Attention(view, b, layer, qs, rows, n_head, scale, os, oq, od, max_ctx, part,
+                                        s);
           });
     shadow ? Shadowed(out) : Written(out);
   }
@@ -647,6 +655,27 @@ class CudaBackend final : public Backend {
       split_cap_ = need;
     }
     q_.SetSplit(split_, split_cap_);
+  }
+
+  // A larger scratch for attention's chunk partials. Only a step's first Attention grows it (every
+  // layer of a step needs the same), so no op queued before holds the old address.
+  bool GrowAttnPart(int64_t floats) {
+    if (cudaStreamSynchronize(stream_) != cudaSuccess) {
+      Fail(Internal("CUDA: synchronize before growing the attention scratch"));
+      return false;
+    }
+    cudaFree(attn_part_);
+    attn_part_ = nullptr;
+    attn_part_floats_ = 0;
+    auto p = DeviceAlloc(static_cast<size_t>(floats) * 4, "attention partials");
+    if (!p.ok()) {
+      Fail(p.status());
+      return false;
+    }
+    attn_part_ = static_cast<float*>(*p);
+    attn_part_floats_ = floats;
+    q_.ForgetGraphs();
+    return true;
   }
 
   struct PendingRope {
@@ -795,12 +824,14 @@ class CudaBackend final : public Backend {
   float* split_ = nullptr;  // its scratch for steps beyond kGraphRows rows: split_cap_ floats
   int64_t split_cap_ = 0;
   float* graph_split_ = nullptr;  // for steps that run as graphs: 4 * kGraphRows * split_rows_ floats
+  float* attn_part_ = nullptr;    // attention's chunk partials: attn_part_floats_ floats
+  int64_t attn_part_floats_ = 0;
   std::vector<RopeSpec> ropes_;
   Activations acts_;
   std::vector<KvStore> kv_;
   std::vector<States> states_;
   // The current batch.
-  int64_t n_rows_ = 0, n_out_ = 0;
+  int64_t n_rows_ = 0, n_out_ = 0, max_ctx_ = 0;
   std::vector<int32_t> tokens_;
   size_t embed_at_ = 0;  // the embedded rows' offset in the upload area
   DeviceBatch batch_;

@@ -256,7 +256,7 @@ TEST(CudaOps, AttentionRowsAreBitIdenticalAloneAndInABatch) {
   SKIP_WITHOUT_GPU();
   Pair be;
   ASSERT_TRUE(be.gpu);
-  const int64_t n = 300, pt = 16;
+  const int64_t n = 1300, pt = 16;  // contexts past 512 positions are split into chunks (kernels.h)
   for (const auto [hd, n_head, n_kv] : {std::tuple<int64_t, int64_t, int64_t>{128, 12, 2}, {64, 8, 2}}) {
     SCOPED_TRACE("head_dim " + std::to_string(hd) + ", " + std::to_string(n_head) + " heads");
     Backend& b = *be.gpu;
@@ -264,7 +264,7 @@ TEST(CudaOps, AttentionRowsAreBitIdenticalAloneAndInABatch) {
     const Tensor q = Upload(b, Random(static_cast<size_t>(n * n_head * hd), 21), n, n_head * hd, seq.plan());
     const Tensor kt = Upload(b, Random(static_cast<size_t>(n * n_kv * hd), 22), n, n_kv * hd, seq.plan());
     const Tensor vt = Upload(b, Random(static_cast<size_t>(n * n_kv * hd), 23), n, n_kv * hd, seq.plan());
-    auto kv = b.CreateKv({.n_layer = 1, .n_kv_head = n_kv, .head_dim = hd, .page_tokens = pt}, 32);
+    auto kv = b.CreateKv({.n_layer = 1, .n_kv_head = n_kv, .head_dim = hd, .page_tokens = pt}, 96);
     ASSERT_TRUE(kv.ok());
     ASSERT_TRUE(b.GrowKv(*kv, static_cast<int64_t>(seq.pages.size())).ok());
     b.SetBatch(seq.plan());
@@ -274,7 +274,8 @@ TEST(CudaOps, AttentionRowsAreBitIdenticalAloneAndInABatch) {
     b.Attention(*kv, 0, q, 0.088f, *all);
     const std::vector<float> batch = Fetch(b, *all);
     const std::vector<float> qv = Fetch(b, q);
-    for (int64_t r : {int64_t{0}, int64_t{17}, int64_t{139}, int64_t{299}}) {
+    for (int64_t r : {int64_t{0}, int64_t{17}, int64_t{139}, int64_t{299}, int64_t{511}, int64_t{512},
+                      int64_t{777}, int64_t{1299}}) {
       OneSeq one(1, pt);
       one.positions = {static_cast<int32_t>(r)};
       one.pages = seq.pages;
@@ -296,6 +297,39 @@ TEST(CudaOps, AttentionRowsAreBitIdenticalAloneAndInABatch) {
     b.Free(vt);
     b.Free(*all);
   }
+}
+
+// Attention over contexts of several chunks (up to 1,400 positions, three chunks of 512) against the CPU
+// backend.
+TEST(CudaOps, AttentionOverLongContextsMatchesTheCpuBackend) {
+  SKIP_WITHOUT_GPU();
+  Pair be;
+  ASSERT_TRUE(be.gpu);
+  const int64_t n = 1400, pt = 16, hd = 128, n_head = 12, n_kv = 2;
+  const OneSeq seq(n, pt);
+  const std::vector<float> qv = Random(static_cast<size_t>(n * n_head * hd), 31),
+                           kv_k = Random(static_cast<size_t>(n * n_kv * hd), 32),
+                           kv_v = Random(static_cast<size_t>(n * n_kv * hd), 33);
+  std::vector<float> out[2];
+  Backend* bes[2] = {be.cpu.get(), be.gpu.get()};
+  for (int k = 0; k < 2; ++k) {
+    Backend& b = *bes[k];
+    const Tensor q = Upload(b, qv, n, n_head * hd, seq.plan());
+    const Tensor kt = Upload(b, kv_k, n, n_kv * hd, seq.plan()),
+                 vt = Upload(b, kv_v, n, n_kv * hd, seq.plan());
+    auto kv = b.CreateKv({.n_layer = 1, .n_kv_head = n_kv, .head_dim = hd, .page_tokens = pt}, 96);
+    auto att = b.Alloc(n, n_head * hd);
+    ASSERT_TRUE(kv.ok() && att.ok());
+    ASSERT_TRUE(b.GrowKv(*kv, static_cast<int64_t>(seq.pages.size())).ok());
+    b.SetBatch(seq.plan());
+    b.KvWrite(*kv, 0, kt, vt);
+    b.Attention(*kv, 0, q, 0.088f, *att);
+    out[k] = Fetch(b, *att);
+  }
+  std::vector<double> ref(out[0].begin(), out[0].end());
+  const double err = NormalizedError(out[1].data(), ref.data(), ref.size());
+  EXPECT_LT(err, 2e-6);
+  RecordProperty("attention_error", fmt::format("{:.3g}", err));
 }
 
 // A row's MatMul result is the same bits alone and inside batches of any size: batches of 16 rows or

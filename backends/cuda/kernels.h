@@ -123,10 +123,35 @@ cudaError_t KvWrite(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, con
 cudaError_t RopeKvWrite(float* q, int64_t q_cols, float* k, const float* v, int64_t rows, int64_t head_dim,
                         int64_t half, const float* cos_sin, bool neox, const DeviceKv& kv,
                         const DeviceBatch& b, int64_t layer, cudaStream_t stream);
+// Long contexts (head sizes 64, 128, 256): a row's positions are split into chunks, a function of its
+// context length alone, whose softmax partials (sums, maximum, normalizer) are computed by separate
+// blocks and combined in chunk order; a row of one chunk is computed as before, in one block.
+constexpr int64_t kAttnTile = 128;
+constexpr int64_t kAttnMaxChunks = 16;
+constexpr int64_t kAttnMinChunkTiles = 4;  // chunks of at least 512 positions
+FAK_HOST_DEVICE constexpr int64_t AttnChunkLen(int64_t ctx) {
+  const int64_t tiles = (ctx + kAttnTile - 1) / kAttnTile;
+  const int64_t per = (tiles + kAttnMaxChunks - 1) / kAttnMaxChunks;
+  return kAttnTile * (per > kAttnMinChunkTiles ? per : kAttnMinChunkTiles);
+}
+FAK_HOST_DEVICE constexpr int64_t AttnChunks(int64_t ctx) {
+  return (ctx + AttnChunkLen(ctx) - 1) / AttnChunkLen(ctx);
+}
+// Floats of the chunk partials Attention needs for `rows` rows whose longest context is max_ctx; 0 when
+// no row has more than one chunk.
+FAK_HOST_DEVICE constexpr int64_t AttnPartFloats(int64_t rows, int64_t n_head, int64_t head_dim,
+                                                 int64_t max_ctx) {
+  return AttnChunks(max_ctx) > 1 && (head_dim == 64 || head_dim == 128 || head_dim == 256)
+             ? rows * n_head * kAttnMaxChunks * (head_dim + 2)
+             : 0;
+}
+
 // out (rows, n_head * head_dim) = causal attention of each row's query heads over its sequence's cache;
-// when q8 is not null also out's int8 shadow.
+// when q8 is not null also out's int8 shadow. max_ctx: the longest context of the rows (positions + 1);
+// part: AttnPartFloats floats of scratch (null when that is 0).
 cudaError_t Attention(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q, int64_t rows,
-                      int64_t n_head, float scale, float* out, int8_t* oq, float* od, cudaStream_t stream);
+                      int64_t n_head, float scale, float* out, int8_t* oq, float* od, int64_t max_ctx,
+                      float* part, cudaStream_t stream);
 
 // --- The hybrid architecture (delta_net.cu).
 
