@@ -6,12 +6,13 @@
 #
 # Models are synthesized there (fak synth, Qwen tokenizer, random weights: speed does not depend on
 # them). Each round runs every fak variant and then llama-bench on each file, so slow drift of the
-# machine touches both engines alike; the table at the end gives each round's numbers and ratios.
-# Variables: GEOMETRIES (qwen2.5-1.5b), TYPES (q8_0 q4_k_m), ROUNDS (2), P (512), N (128), R (3),
-# VARIANTS (space-separated NAME=ENV pairs, e.g. "fak= nofuse=FAK_CUDA_FUSE=0 nopdl=FAK_CUDA_PDL=0";
-# default "fak="), LLAMA_BENCH (skipped when unset or missing); with LLAMA_BATCHED_BENCH, also
-# batched decode of the q8_0 files, B sequences of BATCH_P prompt and BATCH_N new tokens each
-# (fak bench batch against llama-batched-bench, prompts not shared; BATCHES, default 1,8,32).
+# machine touches both engines alike; the table at the end (also in $OUT/summary.md) gives each round's
+# numbers and ratios. Variables: GEOMETRIES (qwen2.5-1.5b), TYPES (q8_0 q4_k_m), ROUNDS (2), P (512),
+# N (128), R (3), VARIANTS (space-separated NAME=ENV pairs, e.g. "fak= nopdl=FAK_CUDA_PDL=0
+# nographs=FAK_CUDA_GRAPHS=0"; default "fak="), LLAMA_BENCH (skipped when unset or missing); with
+# LLAMA_BATCHED_BENCH, also batched decode of the q8_0 files, B sequences of BATCH_P prompt and
+# BATCH_N new tokens each (fak bench batch against llama-batched-bench, prompts not shared; BATCHES,
+# default 1,8,32).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 pack=.cuda-run
@@ -67,7 +68,7 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
   done
 done
 
-python3 - "$out" <<'EOF'
+python3 - "$out" <<'EOF' | tee "$out/summary.md"
 import glob, json, os, sys
 out = sys.argv[1]
 rows = {}
@@ -101,5 +102,5 @@ for f in "$out"/batch-*.txt; do
   [ -f "$f" ] || continue
   echo "== $(basename "$f")"
   grep -E '^\|' "$f"
-done
+done | tee -a "$out/summary.md"
 exit $rc
