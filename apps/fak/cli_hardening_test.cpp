@@ -3,41 +3,26 @@
 // must exit non-zero with a message naming the problem.
 #include <gtest/gtest.h>
 
-#include <thread>
-
-#include <signal.h>
-#include <sys/select.h>
-
 #include <sys/stat.h>
-
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "apps/fak/cli_test_util.h"
 #include "formats/gguf.h"
 #include "formats/gguf_test_util.h"
 
-#include "apps/fak/cli_test_util.h"
-
+namespace fak_cli_test {
 namespace {
-
-namespace fs = std::filesystem;
-using fak_cli_test::RunFak;
-using fak_cli_test::RunResult;
-using fak_cli_test::RunShell;
-using fak_cli_test::TempDir;
-using fak_cli_test::WriteBytes;
 
 struct BadCase {
   const char* file;
@@ -289,3 +274,4 @@ TEST(FakCli, ThreadsThatCannotStartAreAnError) {
 }
 
 }  // namespace
+}  // namespace fak_cli_test

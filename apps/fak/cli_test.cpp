@@ -2,41 +2,26 @@
 // bad and hostile input).
 #include <gtest/gtest.h>
 
-#include <thread>
-
 #include <signal.h>
 #include <sys/select.h>
-
-#include <sys/stat.h>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "apps/fak/cli_test_util.h"
 #include "formats/gguf.h"
 #include "formats/gguf_test_util.h"
 
-#include "apps/fak/cli_test_util.h"
-
+namespace fak_cli_test {
 namespace {
-
-namespace fs = std::filesystem;
-using fak_cli_test::RunFak;
-using fak_cli_test::RunResult;
-using fak_cli_test::RunShell;
-using fak_cli_test::TempDir;
-using fak_cli_test::WriteBytes;
 
 TEST(FakCli, Version) {
   RunResult r = RunFak("--version");
@@ -418,3 +403,4 @@ TEST(FakCli, QuantizeWithAnotherTokenizer) {
 }
 
 }  // namespace
+}  // namespace fak_cli_test

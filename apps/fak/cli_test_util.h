@@ -33,7 +33,9 @@ inline RunResult RunShell(const std::string& cmd) {
   return r;
 }
 
-inline RunResult RunFak(const std::string& args) { return RunShell(std::string(FAK_BINARY) + " " + args + " 2>&1"); }
+inline RunResult RunFak(const std::string& args) {
+  return RunShell(std::string(FAK_BINARY) + " " + args + " 2>&1");
+}
 
 inline fs::path TempDir() {
   fs::path d = fs::temp_directory_path() /
