@@ -255,6 +255,11 @@ Status Runtime::Forward(std::span<const SeqWork> work) {
     if (finite_probe_) finite_probe_->Reset();
     forwarded = true;
     arch_->Forward(plan, kv_->store(), states_, logits_.data != nullptr ? logits_ : Tensor{});
+    // Non-finite logits mean broken weights or configuration (a NaN norm weight, an infinite scale):
+    // refuse them rather than sample token 0 forever. The backend checks them where they are; the
+    // host copies are scanned only to name the first bad value.
+    bool finite = true;
+    if (n_out > 0) be.CheckFinite(logits_.Rows(0, n_out), &finite);
     int64_t out = 0;
     for (const SeqWork& w : work) {
       if (w.logits == nullptr) continue;
@@ -269,10 +274,8 @@ Status Runtime::Forward(std::span<const SeqWork> work) {
           "broken there",
           finite_probe_->Finding());
     }
-    // Non-finite logits mean broken weights or configuration (a NaN norm weight, an infinite scale):
-    // refuse them rather than sample token 0 forever. Scanning the rows costs little next to the pass.
     for (const SeqWork& w : work) {
-      if (!s.ok() || w.logits == nullptr) continue;
+      if (!s.ok() || finite || w.logits == nullptr) continue;
       const int64_t k = w.all_logits ? static_cast<int64_t>(w.tokens.size()) : 1;
       if (const int64_t bad = FirstNonFinite(w.logits, k * vocab); bad >= 0) {
         s = Corrupt(

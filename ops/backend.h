@@ -184,6 +184,10 @@ class Backend {
   virtual void ClearState(int32_t states, int64_t slot) = 0;
   // Copies t to host memory (t.rows * t.cols floats) once the queue reaches it.
   virtual void Download(Tensor t, float* host) = 0;
+  // Sets *finite, once the queue reaches it (Synchronize at the latest), to whether every value of x
+  // is finite: checked where x lives, so a caller need not scan its downloaded copy (a batched decode
+  // step's logits are tens of MB).
+  virtual void CheckFinite(Tensor x, bool* finite) = 0;
   // Waits for the queued work; the first error since the last call, with the queue cleared.
   virtual Status Synchronize() = 0;
 };

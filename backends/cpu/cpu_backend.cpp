@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -504,6 +505,22 @@ class CpuBackend final : public Backend {
     if (!error_.ok()) return;
     Profile prof(this, kDownload);
     std::memcpy(host, t.data, static_cast<size_t>(t.rows * t.cols) * 4);
+  }
+
+  void CheckFinite(Tensor x, bool* finite) override {
+    if (!error_.ok()) return;
+    Profile prof(this, kDownload);
+    std::atomic<bool> all{true};
+    Elements(x.rows * x.cols, [&](int64_t begin, int64_t end) {
+      uint32_t bad = 0;  // no early exit, so the loop vectorizes
+      for (int64_t i = begin; i < end; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, &x.data[i], 4);
+        bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+      }
+      if (bad != 0) all.store(false, std::memory_order_relaxed);
+    });
+    *finite = all.load();
   }
 
   Status Synchronize() override {

@@ -151,6 +151,33 @@ TEST(Ops, AttentionVariantsMatchDoubleSoftmax) {
   }
 }
 
+TEST(Ops, CheckFiniteFindsNaNAndInfinityAnywhere) {
+  auto be = cpu::CreateCpuBackend({.threads = 2, .pin = false});
+  const int64_t rows = 7, cols = 40001;  // large enough to be split over the threads
+  auto t = be->Alloc(rows, cols);
+  ASSERT_TRUE(t.ok());
+  std::fill(t->data, t->data + rows * cols, 1.5f);
+  bool finite = false;
+  be->CheckFinite(*t, &finite);
+  ASSERT_TRUE(be->Synchronize().ok());
+  EXPECT_TRUE(finite);
+  for (const int64_t at : {int64_t{0}, cols + 3, rows * cols - 1}) {
+    for (const float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+      t->data[at] = bad;
+      finite = true;
+      be->CheckFinite(*t, &finite);
+      ASSERT_TRUE(be->Synchronize().ok());
+      EXPECT_FALSE(finite) << "at " << at << ": " << bad;
+      finite = false;
+      be->CheckFinite(t->Rows(3, 2), &finite);  // rows without the bad value
+      ASSERT_TRUE(be->Synchronize().ok());
+      EXPECT_TRUE(finite) << "at " << at;
+      t->data[at] = 1.5f;
+    }
+  }
+  be->Free(*t);
+}
+
 TEST(Ops, F32MatMulMatchesDoubleAndIsBatchInvariant) {
   const int64_t rows = 37, cols = 70, tokens = 5;
   auto w = Random(rows * cols, 7), x = Random(tokens * cols, 8);

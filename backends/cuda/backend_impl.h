@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/kernels.h"  // MatVec, RmsNorm, Attention, ...
 #include "backends/cuda/step.h"     // StepQueue
+#include "core/thread_pool.h"
 
 namespace fak::cuda {
 
@@ -94,6 +96,7 @@ class CudaBackend final : public Backend {
   Result<int32_t> CreateStates(size_t slot_bytes, int64_t n_slots) override;
   void SetBatch(const BatchPlan& b) override;
   void Download(Tensor t, float* host) override;
+  void CheckFinite(Tensor x, bool* finite) override;
   Status Synchronize() override;
 
   // The dense transformer's ops (backend_ops.cpp).
@@ -126,6 +129,11 @@ class CudaBackend final : public Backend {
     float* host;
     size_t offset, bytes;
   };
+  struct PendingCheck {
+    bool* finite;
+    size_t offset;  // of its kFiniteFlags flags in the download area
+  };
+  static constexpr int64_t kMaxChecks = 64;  // CheckFinite calls per step
 
   static size_t Align(size_t n) { return (n + 255) / 256 * 256; }
   static constexpr int64_t kGraphRows = 64;  // steps of at most this many rows run as graphs
@@ -151,6 +159,8 @@ class CudaBackend final : public Backend {
 
   void Queue(const char* what, std::vector<uint64_t> key, StepQueue::Launch launch);
 
+  // Queues a copy of `bytes` from device memory into the pinned download area, at *at.
+  bool QueueCopyDown(const void* src, size_t bytes, size_t* at);
   // A larger pinned download area; what was recorded into the old one finds the new at launch.
   bool GrowDownloads(size_t bytes);
 
@@ -213,6 +223,10 @@ class CudaBackend final : public Backend {
   bool graphs_ = GraphsEnabled();
   StepQueue q_;  // after stream_, which it uses
   std::vector<PendingDownload> pending_;
+  std::vector<PendingCheck> checks_;
+  uint32_t* check_flags_ = nullptr;  // kMaxChecks * kFiniteFlags, one run per CheckFinite of a step
+  // Threads that copy large downloads from the pinned area to their callers (a batched step's logits).
+  std::unique_ptr<ThreadPool> copy_pool_;
 };
 
 }  // namespace fak::cuda

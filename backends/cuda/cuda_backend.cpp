@@ -46,6 +46,7 @@ CudaBackend::~CudaBackend() {
   cudaFree(split_);
   cudaFree(graph_split_);
   cudaFree(attn_part_);
+  cudaFree(check_flags_);
   cudaFree(up_.dev);
   cudaFreeHost(down_.host);
   cudaStreamDestroy(stream_);
@@ -144,6 +145,7 @@ void CudaBackend::SetBatch(const BatchPlan& b) {
   if (q_.in_step()) {  // a step that never reached Synchronize
     q_.Discard();
     pending_.clear();
+    checks_.clear();
     down_.used = 0;
   }
   if (!error_.ok() || !DrainDownloads()) return;
@@ -206,23 +208,46 @@ void CudaBackend::SetBatch(const BatchPlan& b) {
            graphs_ && n_rows_ <= kGraphRows);
 }
 
+bool CudaBackend::QueueCopyDown(const void* src, size_t bytes, size_t* at) {
+  if (down_.used + bytes > down_.capacity) {
+    // Within a step nothing has run yet, and SetBatch drained the stream: the pinned area can move
+    // (the queued copies find it at launch). Outside a step, drain what is queued first.
+    if (!q_.in_step() && !DrainDownloads()) return false;
+    if (!GrowDownloads(down_.used + bytes)) return false;
+  }
+  const size_t off = down_.used;
+  Queue("Download", {U(src), off, bytes, U(down_.host)}, [this, src, off, bytes](cudaStream_t s) {
+    return cudaMemcpyAsync(down_.host + off, src, bytes, cudaMemcpyDeviceToHost, s);
+  });
+  down_.used += bytes;
+  *at = off;
+  return true;
+}
+
 void CudaBackend::Download(Tensor t, float* host) {
   if (!error_.ok()) return;
   FlushRopes();
   const size_t bytes = static_cast<size_t>(t.rows * t.cols) * 4;
-  if (down_.used + bytes > down_.capacity) {
-    // Within a step nothing has run yet, and SetBatch drained the stream: the pinned area can move
-    // (the queued copies find it at launch). Outside a step, drain what is queued first.
-    if (!q_.in_step() && !DrainDownloads()) return;
-    if (!GrowDownloads(down_.used + bytes)) return;
+  if (size_t at = 0; QueueCopyDown(t.data, bytes, &at)) pending_.push_back({host, at, bytes});
+}
+
+void CudaBackend::CheckFinite(Tensor x, bool* finite) {
+  if (!error_.ok()) return;
+  FlushRopes();
+  if (std::ssize(checks_) >= kMaxChecks) {
+    return Fail(Internal("CUDA: more than {} finiteness checks in one step", kMaxChecks));
   }
-  const size_t at = down_.used;
-  const float* src = t.data;
-  Queue("Download", {U(src), at, bytes, U(down_.host)}, [this, src, at, bytes](cudaStream_t s) {
-    return cudaMemcpyAsync(down_.host + at, src, bytes, cudaMemcpyDeviceToHost, s);
-  });
-  pending_.push_back({host, at, bytes});
-  down_.used += bytes;
+  if (check_flags_ == nullptr) {
+    auto p = DeviceAlloc(static_cast<size_t>(kMaxChecks * kFiniteFlags) * 4, "finiteness flags");
+    if (!p.ok()) return Fail(p.status());
+    check_flags_ = static_cast<uint32_t*>(*p);
+  }
+  uint32_t* flags = check_flags_ + checks_.size() * kFiniteFlags;
+  const float* src = x.data;
+  const int64_t n = x.rows * x.cols;
+  Queue("CheckFinite", {U(src), U(n), U(flags)},
+        [src, n, flags](cudaStream_t s) { return NonFiniteFlags(src, n, flags, s); });
+  if (size_t at = 0; QueueCopyDown(flags, kFiniteFlags * 4, &at)) checks_.push_back({finite, at});
 }
 
 Status CudaBackend::Synchronize() {
@@ -238,6 +263,7 @@ Status CudaBackend::Synchronize() {
     } else {
       q_.Discard();
       pending_.clear();  // their copies never ran
+      checks_.clear();
       down_.used = 0;
     }
   }
@@ -305,10 +331,40 @@ bool CudaBackend::DrainDownloads() {
   if (e != cudaSuccess) {
     Check(e, "synchronize");
     pending_.clear();
+    checks_.clear();
     down_.used = 0;
     return false;
   }
-  for (const auto& p : pending_) std::memcpy(p.host, down_.host + p.offset, p.bytes);
+  for (const PendingCheck& c : checks_) {
+    uint32_t flags[kFiniteFlags];
+    std::memcpy(flags, down_.host + c.offset, sizeof(flags));
+    *c.finite = std::all_of(flags, flags + kFiniteFlags, [](uint32_t f) { return f == 0; });
+  }
+  checks_.clear();
+  // A batched step's logits are tens of MB (32 rows of a 152k vocabulary: 19 MB): copied by several
+  // threads, in 1 MiB pieces claimed as they go.
+  size_t total = 0;
+  for (const auto& p : pending_) total += p.bytes;
+  constexpr size_t kPiece = size_t{1} << 20;
+  if (total >= 4 * kPiece && copy_pool_ == nullptr) {
+    copy_pool_ = std::make_unique<ThreadPool>(std::clamp(DefaultThreadCount(), 1, 8), /*pin=*/false);
+  }
+  if (total < 4 * kPiece || copy_pool_->size() == 1) {
+    for (const auto& p : pending_) std::memcpy(p.host, down_.host + p.offset, p.bytes);
+  } else {
+    std::vector<std::pair<size_t, size_t>> pieces;  // (pending index, offset within it)
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      for (size_t o = 0; o < pending_[i].bytes; o += kPiece) pieces.emplace_back(i, o);
+    }
+    copy_pool_->ParallelForDynamic(std::ssize(pieces), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t k = begin; k < end; ++k) {
+        const auto [i, o] = pieces[static_cast<size_t>(k)];
+        const PendingDownload& p = pending_[i];
+        std::memcpy(reinterpret_cast<uint8_t*>(p.host) + o, down_.host + p.offset + o,
+                    std::min(kPiece, p.bytes - o));
+      }
+    });
+  }
   pending_.clear();
   down_.used = 0;
   return true;

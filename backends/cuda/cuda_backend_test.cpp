@@ -336,6 +336,43 @@ TEST(CudaOps, AttentionOverLongContextsMatchesTheCpuBackend) {
 // more of the quantized formats run on the tensor-core GEMM, smaller ones on the matrix-vector kernel,
 // and both sum in the same order. The shapes cover a partial last tile of weight rows and of activation
 // rows, rows of 4096+ weights (four pieces), and a row length that ends inside a segment (896).
+// The finiteness check reads the tensor where it is: a NaN or an infinity at its first or last value
+// or in between is found, with the tensor starting at any float (not only 16-byte) boundary.
+TEST(CudaOps, CheckFiniteFindsNaNAndInfinityAnywhere) {
+  SKIP_WITHOUT_GPU();
+  Pair be;
+  ASSERT_TRUE(be.gpu);
+  const int64_t rows = 9, cols = 10007;
+  const OneSeq seq(rows, 16);
+  std::vector<float> v(static_cast<size_t>(rows * cols), 0.25f);
+  auto check = [&](int64_t first, int64_t n) {
+    const Tensor t = Upload(*be.gpu, v, rows, cols, seq.plan());
+    bool finite = false;
+    be.gpu->CheckFinite(t.Rows(first, n), &finite);
+    EXPECT_TRUE(be.gpu->Synchronize().ok());
+    be.gpu->Free(t);
+    return finite;
+  };
+  EXPECT_TRUE(check(0, rows));
+  for (const int64_t row : {int64_t{0}, int64_t{4}, rows - 1}) {
+    for (const int64_t col : {int64_t{0}, int64_t{1}, cols / 2, cols - 1}) {
+      for (const float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+        v[static_cast<size_t>(row * cols + col)] = bad;
+        SCOPED_TRACE("row " + std::to_string(row) + " col " + std::to_string(col));
+        EXPECT_FALSE(check(0, rows));
+        EXPECT_FALSE(check(row, 1));
+        if (row > 0) {
+          EXPECT_TRUE(check(0, row));
+        }
+        if (row + 1 < rows) {
+          EXPECT_TRUE(check(row + 1, rows - row - 1));
+        }
+        v[static_cast<size_t>(row * cols + col)] = 0.25f;
+      }
+    }
+  }
+}
+
 TEST(CudaOps, MatMulRowsAreBitIdenticalAloneAndInABatch) {
   SKIP_WITHOUT_GPU();
   Pair be;
@@ -368,7 +405,8 @@ TEST(CudaOps, MatMulRowsAreBitIdenticalAloneAndInABatch) {
     };
     std::vector<std::vector<float>> alone;
     for (int64_t r = 0; r < n_max; ++r) alone.push_back(run(r, 1));
-    for (int64_t n : {int64_t{2}, int64_t{5}, int64_t{8}, int64_t{16}, int64_t{33}, n_max}) {
+    for (int64_t n : {int64_t{2}, int64_t{3}, int64_t{5}, int64_t{8}, int64_t{16}, int64_t{24}, int64_t{33},
+                      int64_t{64}, n_max}) {
       const std::vector<float> got = run(0, n);
       int64_t differ = 0;
       for (int64_t r = 0; r < n; ++r) {

@@ -29,12 +29,6 @@ constexpr int kThreads = 128;
 constexpr int kSeg = kBlocksPerSegment;  // blocks per segment
 constexpr int kSegWeights = kSeg * 32;
 
-__device__ __forceinline__ void Mma32(int* c, const int* a, int b0, int b1) {
-  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 // Four 8x8 matrices of 16-bit elements (here: 8 rows x 16 bytes of int8) from shared memory, lane l
 // giving the address of row l % 8 of matrix l / 8; register i holds, for lane (g = l / 4, q = l % 4),
 // bytes 4q..4q+3 of row g of matrix i: the mma operands' order, with no moves to assemble them.
@@ -303,26 +297,6 @@ template <class F>
 struct alignas(16) Stage {
   typename F::WStage w;
   XStage<F::kXStride> x;
-};
-
-// The running tree of one output over a segment's 8 blocks (qblock.cuh): ((t0+t1)+(t2+t3))+((t4+t5)+(t6+t7)).
-struct Tree {
-  float prev, pair, quad;
-  template <int b>
-  __device__ __forceinline__ void Add(float t, float* seg) {
-    if constexpr (b % 2 == 0) {
-      prev = t;
-    } else {
-      const float p = __fadd_rn(prev, t);
-      if constexpr (b % 4 == 1) {
-        pair = p;
-      } else if constexpr (b == 3) {
-        quad = __fadd_rn(pair, p);
-      } else {
-        *seg = __fadd_rn(quad, __fadd_rn(pair, p));
-      }
-    }
-  }
 };
 
 // The segment's terms for the warp's 32 x 32 outputs, each segment's tree added to acc. Blocks at or

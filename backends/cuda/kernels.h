@@ -74,11 +74,18 @@ struct MatVecJob {
 
 // For every matrix k of the job: y_k (n, w_k.rows) = x (n, cols) . w_k^T. Quantized formats read xq,
 // the others x.
-// Batches of 16 rows or more of the quantized formats go to QuantGemm, which gives the same bits.
+// Batches of several rows of the quantized formats go to SmallQuantGemm or QuantGemm, which give the
+// same bits.
 cudaError_t MatVec(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, cudaStream_t stream);
 // The same for the quantized formats on the tensor cores (gemm.cu): tiles of 64 weight rows x 64
 // activation rows, int8 mma for each block's integer dot, the terms summed in qblock.cuh's order.
 cudaError_t QuantGemm(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t stream);
+
+// The same for Q8_0 weights and batches of kSmallGemmMinRows to kSmallGemmMaxRows rows (batched decode):
+// blocks of 16 weight rows whose warps split the segments (gemm_small.cu). Measured on an H200 (1.5B
+// geometry): at 4 rows the matrix-vector kernel is as fast, at 64 the GEMM's 64 x 64 tiles are faster.
+constexpr int64_t kSmallGemmMinRows = 5, kSmallGemmMaxRows = 32;
+cudaError_t SmallQuantGemm(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t stream);
 
 // q, d = the int8 shadow of x (n_elems, a multiple of 32).
 cudaError_t Quantize(const float* x, int64_t n_elems, int8_t* q, float* d, cudaStream_t stream);
@@ -99,6 +106,11 @@ cudaError_t Rope(float* x, int64_t rows, int64_t cols, int64_t head_dim, int64_t
 // out[i] = x[out_rows[i]].
 cudaError_t Gather(const float* x, int64_t cols, const int32_t* out_rows, int64_t n_out, float* out,
                    cudaStream_t stream);
+
+// flags[b] = whether block b of a fixed grid of kFiniteFlags blocks found a NaN or infinity among the
+// n floats of x (each block a strided share); all zero means x is finite.
+constexpr int kFiniteFlags = 128;
+cudaError_t NonFiniteFlags(const float* x, int64_t n, uint32_t* flags, cudaStream_t stream);
 
 // The batch as the KV kernels read it (device arrays, see ops/backend.h's BatchPlan).
 struct DeviceBatch {

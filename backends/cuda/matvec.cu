@@ -323,6 +323,9 @@ cudaError_t Launch(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, cu
 
 cudaError_t MatVec(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, cudaStream_t stream) {
   if (n <= 0 || job.count <= 0) return cudaSuccess;
+  if (job.w[0].format == MatFormat::kQ8_0 && n >= kSmallGemmMinRows && n <= kSmallGemmMaxRows) {
+    return SmallQuantGemm(job, xq, n, stream);
+  }
   if (ReadsQ8(job.w[0].format) && n >= kGemmMinRows) return QuantGemm(job, xq, n, stream);
   switch (job.w[0].format) {
     case MatFormat::kQ8_0: return Launch<Q8_0>(job, x, xq, n, stream);

@@ -218,7 +218,41 @@ __global__ void RopeKvWriteKernel(float* q, int64_t q_cols, float* k, const floa
     store(1, t / head_dim, t % head_dim, v[row * width + t]);
 }
 
+// Block b reads the 16-byte chunks b * blockDim + t, then every gridDim * blockDim-th after (the first
+// chunk is at x aligned down, the ends masked), and writes whether any value had all exponent bits set.
+__global__ void NonFiniteFlagsKernel(const float* x, int64_t n, uint32_t* flags) {
+  __shared__ uint32_t warp_any[kThreads / 32];
+  AfterPrevious();
+  const auto addr = reinterpret_cast<uintptr_t>(x);
+  const auto* base = reinterpret_cast<const uint4*>(addr & ~uintptr_t{15});
+  const int64_t lead = static_cast<int64_t>(addr & 15) / 4;  // floats before x in the first chunk
+  const int64_t chunks = (lead + n + 3) / 4;
+  uint32_t bad = 0;
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint4 v = __ldg(base + c);
+    const uint32_t e[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int64_t i = 4 * c + k - lead;
+      bad |= static_cast<uint32_t>(i >= 0 && i < n && (e[k] & 0x7f800000u) == 0x7f800000u);
+    }
+  }
+  const uint32_t any = __any_sync(0xffffffffu, bad != 0);
+  if ((threadIdx.x & 31) == 0) warp_any[threadIdx.x >> 5] = any;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint32_t all = 0;
+    for (int w = 0; w < kThreads / 32; ++w) all |= warp_any[w];
+    flags[blockIdx.x] = all;
+  }
+}
+
 }  // namespace
+
+cudaError_t NonFiniteFlags(const float* x, int64_t n, uint32_t* flags, cudaStream_t stream) {
+  return Launch(NonFiniteFlagsKernel, kFiniteFlags, kThreads, 0, stream, x, n, flags);
+}
 
 cudaError_t Quantize(const float* x, int64_t n_elems, int8_t* q, float* d, cudaStream_t stream) {
   if (n_elems <= 0) return cudaSuccess;

@@ -86,6 +86,37 @@ __device__ __forceinline__ int4 Q6Values(int4 lo, int4 hi) {
                    __vsub4(lo.z | (hi.z << 4), 0x20202020), __vsub4(lo.w | (hi.w << 4), 0x20202020));
 }
 
+// The running tree of one output over a segment's 8 blocks (step 1): ((t0+t1)+(t2+t3))+((t4+t5)+(t6+t7)).
+struct Tree {
+  float prev, pair, quad;
+  template <int b>
+  __device__ __forceinline__ void Add(float t, float* seg) {
+    if constexpr (b % 2 == 0) {
+      prev = t;
+    } else {
+      const float p = __fadd_rn(prev, t);
+      if constexpr (b % 4 == 1) {
+        pair = p;
+      } else if constexpr (b == 3) {
+        quad = __fadd_rn(pair, p);
+      } else {
+        *seg = __fadd_rn(quad, __fadd_rn(pair, p));
+      }
+    }
+  }
+};
+
+// c += a (16 x 32 int8, row-major) . b (32 x 8 int8): one tensor-core instruction, exact int32 sums. Lane
+// (g, q) = (lane / 4, lane % 4) holds a[0] = A[g][4q..], a[1] = A[g + 8][4q..], a[2] = A[g][16 + 4q..],
+// a[3] = A[g + 8][16 + 4q..], b0 = B[4q..][g], b1 = B[16 + 4q..][g], and gets c[e] = C[g + 8 (e / 2)][2q
+// + e % 2].
+__device__ __forceinline__ void Mma32(int* c, const int* a, int b0, int b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 // y[r][o] = v (+ bias[o]); then residual[r][o] += that value.
 __device__ __forceinline__ void StoreResult(const MatVecOut& out, int64_t r, int64_t o, float v) {
   if (out.bias != nullptr) v += out.bias[o];
