@@ -381,9 +381,9 @@ TEST(CudaOps, MatMulRowsAreBitIdenticalAloneAndInABatch) {
   const struct {
     GgmlType type;
     int64_t cols;
-  } cases[] = {{GgmlType::kQ8_0, 896},  {GgmlType::kQ8_0, 2048}, {GgmlType::kQ8_0, 4608},
-               {GgmlType::kQ4_K, 2048}, {GgmlType::kQ4_K, 4608}, {GgmlType::kQ6_K, 1536},
-               {GgmlType::kQ6_K, 4608}, {GgmlType::kBF16, 2048}};
+  } cases[] = {{GgmlType::kQ8_0, 256},  {GgmlType::kQ8_0, 896},  {GgmlType::kQ8_0, 2048},
+               {GgmlType::kQ8_0, 4608}, {GgmlType::kQ4_K, 2048}, {GgmlType::kQ4_K, 4608},
+               {GgmlType::kQ6_K, 1536}, {GgmlType::kQ6_K, 4608}, {GgmlType::kBF16, 2048}};
   for (const auto& c : cases) {
     SCOPED_TRACE(std::string(GgmlTypeName(c.type)) + " cols=" + std::to_string(c.cols));
     const TestMatrix m = MakeMatrix(c.type, rows, c.cols, 3);
@@ -415,6 +415,41 @@ TEST(CudaOps, MatMulRowsAreBitIdenticalAloneAndInABatch) {
       }
       EXPECT_EQ(differ, 0) << differ << " of " << n << " rows differ from the same row alone";
     }
+  }
+}
+
+// A matrix with rows enough that the small-batch GEMM gives each warp several segments (fewer warps per
+// block on a full grid): rows of a 32-row batch are still the bits of the same rows alone.
+TEST(CudaOps, LargeMatrixRowsAreBitIdenticalAloneAndInABatch) {
+  SKIP_WITHOUT_GPU();
+  Pair be;
+  ASSERT_TRUE(be.gpu);
+  const int64_t rows = 8448, cols = 1536, n = 32;
+  const TestMatrix m = MakeMatrix(GgmlType::kQ8_0, rows, cols, 5);
+  auto w = be.gpu->BindMatrix(m.weight());
+  ASSERT_TRUE(w.ok());
+  const std::vector<float> xv = Random(static_cast<size_t>(n * cols), 6);
+  auto run = [&](int64_t first, int64_t count) {
+    const OneSeq seq(count, 16);
+    const Tensor x =
+        Upload(*be.gpu, std::vector<float>(xv.begin() + first * cols, xv.begin() + (first + count) * cols),
+               count, cols, seq.plan());
+    auto y = be.gpu->Alloc(count, rows);
+    EXPECT_TRUE(y.ok());
+    be.gpu->MatMul(*w, x, *y);
+    std::vector<float> got = Fetch(*be.gpu, *y);
+    be.gpu->Free(x);
+    be.gpu->Free(*y);
+    return got;
+  };
+  for (const int64_t batch : {int64_t{8}, int64_t{16}, n}) {
+    const std::vector<float> all = run(0, batch);
+    int64_t differ = 0;
+    for (int64_t r = 0; r < batch; ++r) {
+      differ += std::memcmp(&all[static_cast<size_t>(r * rows)], run(r, 1).data(),
+                            static_cast<size_t>(rows) * 4) != 0;
+    }
+    EXPECT_EQ(differ, 0) << differ << " of " << batch << " rows differ from the same row alone";
   }
 }
 

@@ -30,6 +30,22 @@ namespace fak::cuda {
 namespace {
 
 constexpr int kMaxSlots = 8;  // warps per 16 weight rows: segments computed at once
+// Warps per block when the grid has blocks enough to fill the GPU four times over: each warp then takes
+// more segments one after another (fewer blocks, rounds and barriers).
+constexpr int kBusySlots = 3;
+
+int Multiprocessors() {
+  static const int count = [] {
+    int device = 0, sms = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      cudaGetLastError();
+      return 132;
+    }
+    return sms;
+  }();
+  return count;
+}
 
 // Loads of data no kernel writes while this one runs; volatile so the compiler keeps them where they are
 // written rather than hoisting a segment's activations out of the loop over row groups (which costs more
@@ -296,10 +312,12 @@ __global__ void __launch_bounds__(32 * kMaxSlots, NT == 1 ? 4 : 2)
 
 template <int NT>
 cudaError_t LaunchSmall(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t stream) {
-  const int slots = static_cast<int>(std::min<int64_t>(QuantSegments(job.w[0].cols), kMaxSlots));
   const auto ytiles = static_cast<int>((n + 8 * NT - 1) / (8 * NT));
   int64_t tiles = 0;
   for (int k = 0; k < job.count; ++k) tiles += (job.w[k].rows + 15) / 16;
+  const int want = tiles * ytiles >= 4 * Multiprocessors() ? kBusySlots : kMaxSlots;
+  // At least NT warps: they are the ones that add the segments up (rows of one segment have idle ones).
+  const int slots = std::max(NT, static_cast<int>(std::min<int64_t>(QuantSegments(job.w[0].cols), want)));
   const size_t bytes = static_cast<size_t>(2 * slots * NT * 32 * 16);  // at most 16 KiB
   const bool vec = job.w[0].cols / 32 % 8 == 0;
   return Launch(SmallGemmKernel<NT>, static_cast<unsigned>(tiles * ytiles), 32 * slots, bytes, stream, job,
