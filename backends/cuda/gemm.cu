@@ -509,19 +509,6 @@ cudaError_t LaunchGemm(const MatVecJob& job, Q8Act xq, int64_t n, int64_t tiles,
   return Launch(GemmKernel<F, kPieces, kSplit>, grid, kThreads, kBytes, stream, job, xq, n);
 }
 
-int MultiprocessorCount() {
-  static const int count = [] {
-    int device = 0, sms = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-      cudaGetLastError();
-      return 0;
-    }
-    return sms;
-  }();
-  return count;
-}
-
 // Long rows (four pieces) whose tiles would leave multiprocessors idle (fewer than two blocks each) are
 // computed a piece per block when the job brings scratch for it; the bits are the same either way.
 template <class F>
@@ -543,6 +530,19 @@ cudaError_t LaunchPieces(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t
 }
 
 }  // namespace
+
+int MultiprocessorCount() {
+  static const int count = [] {
+    int device = 0, sms = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return sms;
+  }();
+  return count;
+}
 
 cudaError_t QuantGemm(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t stream) {
   if (n <= 0 || job.count <= 0) return cudaSuccess;

@@ -34,22 +34,9 @@ constexpr int kMaxSlots = 8;  // warps per 16 weight rows: segments computed at 
 // more segments one after another (fewer blocks, rounds and barriers).
 constexpr int kBusySlots = 3;
 
-int Multiprocessors() {
-  static const int count = [] {
-    int device = 0, sms = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-      cudaGetLastError();
-      return 132;
-    }
-    return sms;
-  }();
-  return count;
-}
-
-// Loads of data no kernel writes while this one runs; volatile so the compiler keeps them where they are
-// written rather than hoisting a segment's activations out of the loop over row groups (which costs more
-// registers than re-reading them from L1).
+// Loads of data no kernel writes while this one runs (the read-only path), kept in the order written:
+// measured this way. (With a loop over several row groups per block, tried and taken out, plain loads
+// were hoisted out of the loop into over 200 registers.)
 __device__ __forceinline__ int2 Load8(const void* p) {
   int2 v;
   asm volatile("ld.global.nc.v2.s32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
@@ -83,7 +70,8 @@ __device__ __forceinline__ int64_t Min(int64_t a, int64_t b) { return a < b ? a 
 
 // The addresses one lane reads: its two weight rows (g and g + 8 of the warp's 16), and per n-tile j
 // its activation row (8j + g, for the B operand) and the two whose scales its outputs need (8j + 2q
-// and 8j + 2q + 1), as offsets into the activations (a batch of at most 64 rows fits in 32 bits).
+// and 8j + 2q + 1), as offsets into the activations (a batch of at most kSmallGemmMaxRows rows fits in 32
+// bits).
 template <int NT>
 struct LaneRows {
   const uint8_t* wa;
@@ -315,7 +303,7 @@ cudaError_t LaunchSmall(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t 
   const auto ytiles = static_cast<int>((n + 8 * NT - 1) / (8 * NT));
   int64_t tiles = 0;
   for (int k = 0; k < job.count; ++k) tiles += (job.w[k].rows + 15) / 16;
-  const int want = tiles * ytiles >= 4 * Multiprocessors() ? kBusySlots : kMaxSlots;
+  const int want = tiles * ytiles >= 4 * MultiprocessorCount() ? kBusySlots : kMaxSlots;
   // At least NT warps: they are the ones that add the segments up (rows of one segment have idle ones).
   const int slots = std::max(NT, static_cast<int>(std::min<int64_t>(QuantSegments(job.w[0].cols), want)));
   const size_t bytes = static_cast<size_t>(2 * slots * NT * 32 * 16);  // at most 16 KiB

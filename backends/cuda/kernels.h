@@ -87,6 +87,9 @@ cudaError_t QuantGemm(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t st
 constexpr int64_t kSmallGemmMinRows = 5, kSmallGemmMaxRows = 32;
 cudaError_t SmallQuantGemm(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t stream);
 
+// The GPU's multiprocessors (0 when the device cannot be asked), for sizing grids.
+int MultiprocessorCount();
+
 // q, d = the int8 shadow of x (n_elems, a multiple of 32).
 cudaError_t Quantize(const float* x, int64_t n_elems, int8_t* q, float* d, cudaStream_t stream);
 
