@@ -12,7 +12,8 @@
 # nographs=FAK_CUDA_GRAPHS=0"; default "fak="), LLAMA_BENCH (skipped when unset or missing); with
 # LLAMA_BATCHED_BENCH, also batched decode of the q8_0 files, B sequences of BATCH_P prompt and
 # BATCH_N new tokens each (fak bench batch against llama-batched-bench, prompts not shared; BATCHES,
-# default 1,8,32).
+# default 1,8,32); the summary then also sets fak's aggregate decode beside llama-batched-bench's S_TG per
+# batch size and round, with the ratio.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 pack=.cuda-run
@@ -103,4 +104,30 @@ for f in "$out"/batch-*.txt; do
   echo "== $(basename "$f")"
   grep -E '^\|' "$f"
 done | tee -a "$out/summary.md"
+# Batched decode side by side: fak's aggregate decode tok/s against llama-batched-bench's S_TG.
+python3 - "$out" <<'EOF' | tee -a "$out/summary.md"
+import glob, os, re, sys
+out = sys.argv[1]
+got = {}
+for f in glob.glob(os.path.join(out, "batch-*-r*.txt")):
+    m = re.match(r"batch-(fak|llama)-(.+)-r(\d+)\.txt$", os.path.basename(f))
+    if not m:
+        continue
+    engine, model, rnd = m.groups()
+    for line in open(f):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not cells or not cells[0].isdigit():
+            continue
+        if engine == "fak" and len(cells) >= 5:  # B, p, n, prefill, decode, ...
+            got.setdefault((model, int(cells[0]), int(rnd)), {})["fak"] = float(cells[4])
+        elif engine == "llama" and len(cells) >= 8:  # PP, TG, B, N_KV, T_PP, S_PP, T_TG, S_TG, ...
+            got.setdefault((model, int(cells[2]), int(rnd)), {})["llama"] = float(cells[7])
+if got:
+    print("| model | sequences | round | fak decode tok/s | llama-batched-bench S_TG | fak / llama.cpp |")
+    for (model, b, rnd), v in sorted(got.items()):
+        fak = "%.1f" % v["fak"] if "fak" in v else "-"
+        llama = "%.1f" % v["llama"] if "llama" in v else "-"
+        ratio = "%.2f" % (v["fak"] / v["llama"]) if "fak" in v and "llama" in v else "-"
+        print("| %s | %d | %d | %s | %s | %s |" % (model, b, rnd, fak, llama, ratio))
+EOF
 exit $rc
