@@ -373,6 +373,22 @@ TEST(CudaOps, CheckFiniteFindsNaNAndInfinityAnywhere) {
   }
 }
 
+// Rows [first, first + count) of xv (rows of `cols` values) times w, which has `rows` rows, on `be`.
+std::vector<float> MatMulRows(Backend& be, BoundWeight w, const std::vector<float>& xv, int64_t first,
+                              int64_t count, int64_t rows, int64_t cols) {
+  const OneSeq seq(count, 16);
+  const Tensor x =
+      Upload(be, std::vector<float>(xv.begin() + first * cols, xv.begin() + (first + count) * cols), count,
+             cols, seq.plan());
+  auto y = be.Alloc(count, rows);
+  EXPECT_TRUE(y.ok());
+  be.MatMul(w, x, *y);
+  std::vector<float> got = Fetch(be, *y);
+  be.Free(x);
+  be.Free(*y);
+  return got;
+}
+
 TEST(CudaOps, MatMulRowsAreBitIdenticalAloneAndInABatch) {
   SKIP_WITHOUT_GPU();
   Pair be;
@@ -390,19 +406,7 @@ TEST(CudaOps, MatMulRowsAreBitIdenticalAloneAndInABatch) {
     auto w = be.gpu->BindMatrix(m.weight());
     ASSERT_TRUE(w.ok());
     const std::vector<float> xv = Random(static_cast<size_t>(n_max * c.cols), 4);
-    auto run = [&](int64_t first, int64_t n) {
-      const OneSeq seq(n, 16);
-      const Tensor x =
-          Upload(*be.gpu, std::vector<float>(xv.begin() + first * c.cols, xv.begin() + (first + n) * c.cols),
-                 n, c.cols, seq.plan());
-      auto y = be.gpu->Alloc(n, rows);
-      EXPECT_TRUE(y.ok());
-      be.gpu->MatMul(*w, x, *y);
-      std::vector<float> got = Fetch(*be.gpu, *y);
-      be.gpu->Free(x);
-      be.gpu->Free(*y);
-      return got;
-    };
+    auto run = [&](int64_t first, int64_t n) { return MatMulRows(*be.gpu, *w, xv, first, n, rows, c.cols); };
     std::vector<std::vector<float>> alone;
     for (int64_t r = 0; r < n_max; ++r) alone.push_back(run(r, 1));
     for (int64_t n : {int64_t{2}, int64_t{3}, int64_t{5}, int64_t{8}, int64_t{16}, int64_t{24}, int64_t{33},
@@ -430,17 +434,7 @@ TEST(CudaOps, LargeMatrixRowsAreBitIdenticalAloneAndInABatch) {
   ASSERT_TRUE(w.ok());
   const std::vector<float> xv = Random(static_cast<size_t>(n * cols), 6);
   auto run = [&](int64_t first, int64_t count) {
-    const OneSeq seq(count, 16);
-    const Tensor x =
-        Upload(*be.gpu, std::vector<float>(xv.begin() + first * cols, xv.begin() + (first + count) * cols),
-               count, cols, seq.plan());
-    auto y = be.gpu->Alloc(count, rows);
-    EXPECT_TRUE(y.ok());
-    be.gpu->MatMul(*w, x, *y);
-    std::vector<float> got = Fetch(*be.gpu, *y);
-    be.gpu->Free(x);
-    be.gpu->Free(*y);
-    return got;
+    return MatMulRows(*be.gpu, *w, xv, first, count, rows, cols);
   };
   for (const int64_t batch : {int64_t{8}, int64_t{16}, n}) {
     const std::vector<float> all = run(0, batch);

@@ -47,7 +47,8 @@ __device__ __forceinline__ float LoadF(const float* p) {
   asm volatile("ld.global.nc.f32 %0, [%1];" : "=f"(v) : "l"(p));
   return v;
 }
-__device__ __forceinline__ uint4 Load16(const void* p) {
+// 16 bytes (the same instruction for integer and float data; qblock.cuh's Load16 is the plain form).
+__device__ __forceinline__ uint4 Load16Nc(const void* p) {
   uint4 v;
   asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
@@ -55,11 +56,8 @@ __device__ __forceinline__ uint4 Load16(const void* p) {
   return v;
 }
 __device__ __forceinline__ float4 Load16F(const float* p) {
-  float4 v;
-  asm volatile("ld.global.nc.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "l"(p));
-  return v;
+  const uint4 v = Load16Nc(p);
+  return make_float4(__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w));
 }
 __device__ __forceinline__ uint16_t LoadH(const uint16_t* p) {
   uint16_t v;
@@ -106,7 +104,7 @@ struct SegmentScales {
 template <int NT, bool kVec>
 __device__ __forceinline__ void LoadScales(const SegmentRows<NT>& sr, int left, SegmentScales<NT>& sc) {
   if constexpr (kVec) {
-    const uint4 a = Load16(sr.da), b = Load16(sr.db);
+    const uint4 a = Load16Nc(sr.da), b = Load16Nc(sr.db);
     sc.dw[0][0] = a.x, sc.dw[0][1] = a.y, sc.dw[0][2] = a.z, sc.dw[0][3] = a.w;
     sc.dw[1][0] = b.x, sc.dw[1][1] = b.y, sc.dw[1][2] = b.z, sc.dw[1][3] = b.w;
 #pragma unroll
