@@ -9,6 +9,8 @@
 #include <cuda_fp16.h>
 
 #include <cfloat>
+#include <cstdint>
+#include <type_traits>
 
 #include "backends/cuda/async_copy.cuh"
 #include "backends/cuda/kernels.h"
@@ -57,6 +59,33 @@ __device__ __forceinline__ float ToFloat(T v) {
   }
 }
 
+// v[j] = p[j] as floats for the kDims elements at p, in the widest loads their size allows (p is aligned
+// to the whole run: a lane's dims of a 16-byte aligned row).
+template <typename T, int kDims>
+__device__ __forceinline__ void LoadDims(const T* p, float (&v)[kDims]) {
+  constexpr int kBytes = kDims * static_cast<int>(sizeof(T));
+  constexpr int kWord = kBytes < 16 ? kBytes : 16;
+  using Word = std::conditional_t<kWord == 4, uint32_t, std::conditional_t<kWord == 8, uint2, uint4>>;
+  constexpr int kPer = kWord / static_cast<int>(sizeof(T));
+#pragma unroll
+  for (int c = 0; c < kBytes / kWord; ++c) {
+    const Word w = *reinterpret_cast<const Word*>(p + c * kPer);
+    const T* e = reinterpret_cast<const T*>(&w);
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) v[c * kPer + u] = ToFloat(e[u]);
+  }
+}
+
+// Position pos's row in its page (add the layer's and KV head's offset for its keys or values). The
+// index arithmetic is 32-bit: a 64-bit division by the runtime page size is a call of ~100 instructions,
+// and the value loop would make one per position.
+template <typename T>
+__device__ __forceinline__ const T* PositionRow(const DeviceKv& kv, const int32_t* table, int64_t pos,
+                                                int64_t hd) {
+  const auto p = static_cast<uint32_t>(pos), pt = static_cast<uint32_t>(kv.page_tokens);
+  return static_cast<const T*>(kv.page_ptr[table[p / pt]]) + (p % pt) * static_cast<uint32_t>(hd);
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kTile)
     AttentionKernel(DeviceKv kv, DeviceBatch b, int64_t layer, const float* q, int64_t n_head, float scale,
@@ -83,8 +112,7 @@ __global__ void __launch_bounds__(kTile)
     const int64_t t = t0 + tid;
     float s = -FLT_MAX;
     if (t < ctx) {
-      const T* key =
-          static_cast<const T*>(kv.page_ptr[table[t / kv.page_tokens]]) + k_off + (t % kv.page_tokens) * hd;
+      const T* key = PositionRow<T>(kv, table, t, hd) + k_off;
       float dot = 0.0f;
       for (int64_t i = 0; i < hd; ++i) dot = __fmaf_rn(qs[i], ToFloat(key[i]), dot);
       s = dot * scale;
@@ -102,8 +130,7 @@ __global__ void __launch_bounds__(kTile)
       float a = acc[k] * alpha;
       for (int64_t j = 0; j < n; ++j) {
         const int64_t pos = t0 + j;
-        const T* val = static_cast<const T*>(kv.page_ptr[table[pos / kv.page_tokens]]) + v_off +
-                       (pos % kv.page_tokens) * hd;
+        const T* val = PositionRow<T>(kv, table, pos, hd) + v_off;
         a = __fmaf_rn(p[j], ToFloat(val[dim]), a);
       }
       acc[k] = a;
@@ -147,6 +174,7 @@ template <typename T, int kDims, int kHeads, bool kStaged>
 __global__ void __launch_bounds__(kTile* kHeads)
     AttentionWarpKernel(DeviceKv kv, DeviceBatch b, int64_t layer, const float* q, int64_t n_head,
                         float scale, float* out, int8_t* oq, float* od, float* part_out) {
+  static_assert(kStaged || kHeads == 1, "unstaged blocks compute one head (vrow is the block's)");
   constexpr int kHd = kDims * 32;
   constexpr int kPerLoad = 16 / sizeof(T);
   constexpr int kKeyStride = kHd + 16 / sizeof(T);  // staged keys: rows padded by 16 bytes
@@ -154,6 +182,7 @@ __global__ void __launch_bounds__(kTile* kHeads)
   __shared__ float p_all[kHeads][kTile];
   __shared__ float scratch_all[kHeads][kTile / 32];
   __shared__ float sums_all[kHeads][kTile / 32][kHd];
+  __shared__ const T* vrow[kStaged ? 1 : kTile];  // unstaged: the value row of each of the tile's positions
   extern __shared__ __align__(16) uint8_t staged[];
   const int sub = threadIdx.x / kTile;
   float* qs = qs_all[sub];
@@ -173,7 +202,10 @@ __global__ void __launch_bounds__(kTile* kHeads)
   const int64_t begin = static_cast<int64_t>(blockIdx.z) * chunk_len;
   const int64_t end = ctx - begin < chunk_len ? ctx : begin + chunk_len;
   const int32_t* table = b.pages + b.page_begin[b.row_seq[row]];
-  if (begin + tid < end) PrefetchL1(kv.page_ptr + table[(begin + tid) / kv.page_tokens]);
+  if (begin + tid < end) {
+    PrefetchL1(kv.page_ptr +
+               table[static_cast<uint32_t>(begin + tid) / static_cast<uint32_t>(kv.page_tokens)]);
+  }
   AfterPrevious();
   for (int i = tid; i < kHd; i += kTile) qs[i] = q[row * width + head * kHd + i];
   __syncthreads();
@@ -191,8 +223,7 @@ __global__ void __launch_bounds__(kTile* kHeads)
     for (int c = threadIdx.x; c < rows * kChunks; c += kTile * kHeads) {
       const int64_t j = c / kChunks, pos = t + j;
       const int part = static_cast<int>(c % kChunks);
-      const T* base = static_cast<const T*>(kv.page_ptr[table[pos / kv.page_tokens]]) +
-                      (pos % kv.page_tokens) * kHd + part * kPerLoad;
+      const T* base = PositionRow<T>(kv, table, pos, kHd) + part * kPerLoad;
       CopyAsync16(kb + j * kKeyStride + part * kPerLoad, base + k_off);
       CopyAsync16(vb + j * kHd + part * kPerLoad, base + v_off);
     }
@@ -226,9 +257,12 @@ __global__ void __launch_bounds__(kTile* kHeads)
     const int64_t t = t0 + tid;
     float s = -FLT_MAX;
     if (t < end) {
-      const T* key = kStaged ? ks + tid * kKeyStride
-                             : static_cast<const T*>(kv.page_ptr[table[t / kv.page_tokens]]) + k_off +
-                                   (t % kv.page_tokens) * kHd;
+      const T* key = ks + tid * kKeyStride;
+      if constexpr (!kStaged) {
+        const T* at = PositionRow<T>(kv, table, t, kHd);
+        key = at + k_off;
+        vrow[tid] = at + v_off;  // published by the reductions' barriers below
+      }
       float dot = 0.0f;
 #pragma unroll
       for (int i = 0; i < kHd; i += kPerLoad) {
@@ -250,13 +284,12 @@ __global__ void __launch_bounds__(kTile* kHeads)
       // the sum stays in position order.
 #pragma unroll(kStaged ? 4 : 16)
     for (int64_t jt = warp; jt < n; jt += kTile / 32) {
-      const int64_t pos = t0 + jt;
-      const T* val = kStaged ? vs + jt * kHd + lane * kDims
-                             : static_cast<const T*>(kv.page_ptr[table[pos / kv.page_tokens]]) + v_off +
-                                   (pos % kv.page_tokens) * kHd + lane * kDims;
+      const T* val = (kStaged ? vs + jt * kHd : vrow[jt]) + lane * kDims;
       const float pj = p[jt];
+      float vj[kDims];
+      LoadDims<T, kDims>(val, vj);
 #pragma unroll
-      for (int j = 0; j < kDims; ++j) acc[j] = __fmaf_rn(pj, ToFloat(val[j]), acc[j]);
+      for (int j = 0; j < kDims; ++j) acc[j] = __fmaf_rn(pj, vj[j], acc[j]);
     }
     m = m_new;
     __syncthreads();  // p is rewritten by the next tile

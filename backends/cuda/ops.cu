@@ -120,10 +120,10 @@ __global__ void RopeKernel(float* x, int64_t cols, int64_t head_dim, int64_t hal
                            bool neox) {
   AfterPrevious();
   const int64_t row = blockIdx.x;
-  const int64_t heads = cols / head_dim;
+  const auto heads = static_cast<uint32_t>(cols / head_dim), uhalf = static_cast<uint32_t>(half);
   const float* cs = cos_sin + row * 2 * half;
-  for (int64_t t = threadIdx.x; t < heads * half; t += blockDim.x) {
-    const int64_t h = t / half, i = t % half;
+  for (uint32_t t = threadIdx.x; t < heads * uhalf; t += blockDim.x) {
+    const uint32_t h = t / uhalf, i = t % uhalf;  // 32-bit: a 64-bit division is a long call
     float* v = x + row * cols + h * head_dim;
     const int64_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
     const float c = cs[i], s = cs[half + i];
@@ -146,12 +146,13 @@ __global__ void KvWriteKernel(DeviceKv kv, DeviceBatch b, int64_t layer, const f
   AfterPrevious();
   const int64_t row = blockIdx.x;
   const int64_t width = kv.n_kv_head * kv.head_dim;
-  const int64_t pos = b.positions[row];
-  const int32_t page = b.pages[b.page_begin[b.row_seq[row]] + pos / kv.page_tokens];
+  const auto pos = static_cast<uint32_t>(b.positions[row]), pt = static_cast<uint32_t>(kv.page_tokens);
+  const int32_t page = b.pages[b.page_begin[b.row_seq[row]] + pos / pt];
   T* base = static_cast<T*>(kv.page_ptr[page]);
-  const int64_t block = kv.page_tokens * kv.head_dim, off = (pos % kv.page_tokens) * kv.head_dim;
-  for (int64_t t = threadIdx.x; t < width; t += blockDim.x) {
-    const int64_t h = t / kv.head_dim, i = t % kv.head_dim;
+  const int64_t block = kv.page_tokens * kv.head_dim, off = static_cast<int64_t>(pos % pt) * kv.head_dim;
+  const auto hd = static_cast<uint32_t>(kv.head_dim);
+  for (uint32_t t = threadIdx.x; t < width; t += blockDim.x) {
+    const uint32_t h = t / hd, i = t % hd;
     T* kd = base + ((layer * 2 + 0) * kv.n_kv_head + h) * block + off;
     T* vd = base + ((layer * 2 + 1) * kv.n_kv_head + h) * block + off;
     if constexpr (sizeof(T) == 2) {
@@ -176,20 +177,22 @@ __global__ void RopeKvWriteKernel(float* q, int64_t q_cols, float* k, const floa
   const int64_t nq = q != nullptr ? q_cols / head_dim : 0, width = kv.n_kv_head * head_dim;
   // Before the wait: where the row's keys and values go, from the batch arrays and the page table,
   // which the step uploads before its kernels and no kernel writes; and the row's cos and sin.
-  const int64_t pos = b.positions[row];
-  const int32_t page = b.pages[b.page_begin[b.row_seq[row]] + pos / kv.page_tokens];
+  // Index arithmetic in 32 bits: a 64-bit division by a runtime value is a call of ~100 instructions.
+  const auto pos = static_cast<uint32_t>(b.positions[row]), pt = static_cast<uint32_t>(kv.page_tokens);
+  const int32_t page = b.pages[b.page_begin[b.row_seq[row]] + pos / pt];
   T* base = static_cast<T*>(kv.page_ptr[page]);
   if (threadIdx.x < 2 * half) PrefetchL1(cs + threadIdx.x);
   AfterPrevious();
-  for (int64_t t = threadIdx.x; t < nq * half; t += blockDim.x) {
-    const int64_t h = t / half, i = t % half;
+  const auto uhalf = static_cast<uint32_t>(half), hd = static_cast<uint32_t>(head_dim);
+  for (uint32_t t = threadIdx.x; t < nq * uhalf; t += blockDim.x) {
+    const uint32_t h = t / uhalf, i = t % uhalf;
     float* x = q + row * q_cols + h * head_dim;
     const int64_t a = neox ? i : 2 * i, c = neox ? i + half : 2 * i + 1;
     const float x0 = x[a], x1 = x[c];
     x[a] = x0 * cs[i] - x1 * cs[half + i];
     x[c] = x1 * cs[i] + x0 * cs[half + i];
   }
-  const int64_t block = kv.page_tokens * head_dim, off = (pos % kv.page_tokens) * head_dim;
+  const int64_t block = kv.page_tokens * head_dim, off = static_cast<int64_t>(pos % pt) * head_dim;
   auto store = [&](int64_t which, int64_t h, int64_t i, float value) {
     T* dst = base + ((layer * 2 + which) * kv.n_kv_head + h) * block + off + i;
     if constexpr (sizeof(T) == 2) {
@@ -198,8 +201,8 @@ __global__ void RopeKvWriteKernel(float* q, int64_t q_cols, float* k, const floa
       *dst = value;
     }
   };
-  for (int64_t t = threadIdx.x; t < kv.n_kv_head * half; t += blockDim.x) {
-    const int64_t h = t / half, i = t % half;
+  for (uint32_t t = threadIdx.x; t < kv.n_kv_head * uhalf; t += blockDim.x) {
+    const uint32_t h = t / uhalf, i = t % uhalf;
     float* x = k + row * width + h * head_dim;
     const int64_t a = neox ? i : 2 * i, c = neox ? i + half : 2 * i + 1;
     const float x0 = x[a], x1 = x[c];
@@ -209,13 +212,12 @@ __global__ void RopeKvWriteKernel(float* q, int64_t q_cols, float* k, const floa
     store(0, h, a, ya);
     store(0, h, c, yc);
   }
-  const int64_t rest = head_dim - 2 * half;  // dims past the rotary part
-  for (int64_t t = threadIdx.x; t < kv.n_kv_head * rest; t += blockDim.x) {
-    const int64_t h = t / rest, i = 2 * half + t % rest;
+  const uint32_t rest = hd - 2 * uhalf;  // dims past the rotary part
+  for (uint32_t t = threadIdx.x; t < kv.n_kv_head * rest; t += blockDim.x) {
+    const uint32_t h = t / rest, i = 2 * uhalf + t % rest;
     store(0, h, i, k[row * width + h * head_dim + i]);
   }
-  for (int64_t t = threadIdx.x; t < width; t += blockDim.x)
-    store(1, t / head_dim, t % head_dim, v[row * width + t]);
+  for (uint32_t t = threadIdx.x; t < width; t += blockDim.x) store(1, t / hd, t % hd, v[row * width + t]);
 }
 
 // Block b reads the 16-byte chunks b * blockDim + t, then every gridDim * blockDim-th after (the first
