@@ -39,11 +39,26 @@ double CounterUniform(uint64_t seed, uint64_t counter) {
 }
 
 int32_t Argmax(std::span<const float> logits) {
-  int32_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i) {
-    if (logits[i] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
+  // Two passes the compiler turns into vector code: the largest value, then where it first occurs. One
+  // pass that tracks the index compares each value with a reloaded best and branches on it: 0.5 ms for a
+  // 152k vocabulary, paid by every greedy request every token. NaNs are skipped as one pass would skip
+  // them (no comparison with a NaN is true); a NaN first value wins, as it would there.
+  const size_t n = logits.size();
+  if (n == 0) return 0;
+  constexpr size_t kLanes = 16;
+  float lane[kLanes];
+  for (float& l : lane) l = logits[0];
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (size_t l = 0; l < kLanes; ++l) lane[l] = logits[i + l] > lane[l] ? logits[i + l] : lane[l];
   }
-  return best;
+  float best = lane[0];
+  for (size_t l = 1; l < kLanes; ++l) best = lane[l] > best ? lane[l] : best;
+  for (; i < n; ++i) best = logits[i] > best ? logits[i] : best;
+  for (size_t j = 0; j < n; ++j) {
+    if (logits[j] == best) return static_cast<int32_t>(j);
+  }
+  return 0;  // best is a NaN: only when the first value is one
 }
 
 int32_t Sampler::Sample(std::span<float> logits, std::span<const int32_t> history, uint64_t step) {

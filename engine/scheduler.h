@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/thread_pool.h"
 #include "engine/decoder.h"
 #include "engine/prefix_cache.h"
 #include "engine/runtime.h"
@@ -88,6 +89,9 @@ struct SchedulerOptions {
   int64_t max_queue = 64;     // requests waiting for admission; beyond it Submit refuses
   int64_t step_tokens = 256;  // token budget of one step (decode rows and prefill chunks)
   int64_t min_prefill = 32;   // prefill tokens a step runs even when decode rows fill the budget
+  // Token budget of a step with no decode rows: nothing waits on it, so a lone prompt goes in larger
+  // chunks (fewer passes over the weights).
+  int64_t idle_step_tokens = 512;
   bool prefix_cache = true;
   // Recurrent-state models: a prefill also keeps a cache entry every this many prompt tokens, so a
   // prompt that shares a prefix with an earlier one restores a state at most this far before the
@@ -139,6 +143,14 @@ class Scheduler {
   void Publish();
   void PublishLocked();  // mu_ held
   void TellEnded();
+  // A step's outcome for one request: its decoded text (or why not) and the token sampled.
+  struct Sampled {
+    Result<std::string> text = std::string();
+    TokenOut tok;
+  };
+  // Samples the request's next token from its logits; touches only the request's own state.
+  static Sampled SampleNext(Job& job);
+  static constexpr size_t kParallelSampling = 4;  // requests in a step before sampling goes to the pool
 
   Runtime& rt_;
   const Tokenizer& tokenizer_;
@@ -159,6 +171,8 @@ class Scheduler {
   std::deque<std::unique_ptr<Job>> waiting_;
   std::vector<std::unique_ptr<Job>> active_;
   std::vector<SeqWork> work_;
+  std::vector<Sampled> sampled_;
+  std::unique_ptr<ThreadPool> post_pool_;  // samples the requests of a step in parallel (null: one CPU)
   std::vector<std::pair<std::shared_ptr<RequestHandle>, RequestDelta>> ended_;
   int64_t steps_ = 0;
   std::thread thread_;

