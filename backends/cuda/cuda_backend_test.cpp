@@ -373,6 +373,30 @@ TEST(CudaOps, CheckFiniteFindsNaNAndInfinityAnywhere) {
   }
 }
 
+// A batched step's logits (tens of MB) are copied out of the pinned area by several threads in pieces:
+// every value arrives, in place, wherever the pieces cut the rows.
+TEST(CudaOps, LargeDownloadsArriveWholeAndInPlace) {
+  SKIP_WITHOUT_GPU();
+  Pair be;
+  ASSERT_TRUE(be.gpu);
+  for (const int64_t rows : {int64_t{14}, int64_t{40}}) {
+    const int64_t cols = 151936;
+    SCOPED_TRACE(rows);
+    const OneSeq seq(rows, 16);
+    std::vector<float> v(static_cast<size_t>(rows * cols));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 1000003) * 0.5f;
+    const Tensor t = Upload(*be.gpu, v, rows, cols, seq.plan());
+    for (int pass = 0; pass < 2; ++pass) {  // twice: the second reuses the pinned area
+      const std::vector<float> got = Fetch(*be.gpu, t);
+      ASSERT_EQ(got.size(), v.size());
+      size_t wrong = 0;
+      for (size_t i = 0; i < v.size(); ++i) wrong += got[i] != v[i];
+      EXPECT_EQ(wrong, 0u);
+    }
+    be.gpu->Free(t);
+  }
+}
+
 // Rows [first, first + count) of xv (rows of `cols` values) times w, which has `rows` rows, on `be`.
 std::vector<float> MatMulRows(Backend& be, BoundWeight w, const std::vector<float>& xv, int64_t first,
                               int64_t count, int64_t rows, int64_t cols) {

@@ -46,10 +46,11 @@ __device__ __forceinline__ void LoadMatrices2(int* r, const void* row) {
 __device__ __forceinline__ int OperandRow(int lane) { return (lane & 7) + ((lane >> 3) & 1) * 8; }
 __device__ __forceinline__ int OperandCol(int lane) { return (lane >> 4) * 16; }
 
-__device__ __forceinline__ void Mma16(int* c, int a0, int a1, int b0) {
-  asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
-      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-      : "r"(a0), "r"(a1), "r"(b0));
+// c = kExactBias + a . b (qblock.cuh's biased dot) for a 16 x 16 by 16 x 8 product.
+__device__ __forceinline__ void Mma16Biased(int* c, int a0, int a1, int b0) {
+  asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};\n"
+      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+      : "r"(a0), "r"(a1), "r"(b0), "r"(kExactBias));
 }
 
 // One segment of 64 activation rows: int8 values (row stride kStride), block scales and (Q4_K) block
@@ -309,14 +310,14 @@ __device__ __forceinline__ void Block(const Stage<F>& st, const typename F::Dec&
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int tq = tok0 + 8 * j + 2 * q;
-    int c[4] = {0, 0, 0, 0}, c2[4] = {0, 0, 0, 0};
-    int bv[2];  // k = 4q.. and 16 + 4q.. of activation row tok0 + 8j + g
+    int c[4], c2[4];  // qblock.cuh's biased dots
+    int bv[2];        // k = 4q.. and 16 + 4q.. of activation row tok0 + 8j + g
     LoadMatrices2(bv, &st.x.q[tok0 + 8 * j + (lane & 7)][32 * b + ((lane >> 3) & 1) * 16]);
     if constexpr (F::kK16) {
-      Mma16(c, rw.a[0], rw.a[1], bv[0]);
-      Mma16(c2, rw.a[2], rw.a[3], bv[1]);
+      Mma16Biased(c, rw.a[0], rw.a[1], bv[0]);
+      Mma16Biased(c2, rw.a[2], rw.a[3], bv[1]);
     } else {
-      Mma32(c, rw.a, bv[0], bv[1]);
+      Mma32Biased(c, rw.a, bv[0], bv[1]);
     }
     const float2 dx = *reinterpret_cast<const float2*>(&st.x.d[b][tq]);
     float2 xs = make_float2(0.0f, 0.0f);

@@ -152,8 +152,8 @@ __device__ __forceinline__ void BlockTerms(const SegmentRows<NT>& sr, const Segm
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
     const int2 xb = Load8(sr.xq[j] + at * 32);
-    int c[4] = {0, 0, 0, 0};
-    Mma32(c, a, xb.x, xb.y);
+    int c[4];
+    Mma32Biased(c, a, xb.x, xb.y);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       float t = Q8_0Term(c[e], dw[e >> 1], sc.dx[j][e & 1][b]);

@@ -45,7 +45,7 @@ struct Q8_0 {
       const int64_t row = r0 + r;
       const int8_t* xp = x.q + row * w.cols + b * 32;
       const int4 x0 = Load16(xp), x1 = Load16(xp + 16);
-      t[r] = Q8_0Term(Dot16(w0, x0) + Dot16(w1, x1), dw, x.d[row * nb + b]);
+      t[r] = Q8_0Term(Dot16(w0, x0) + Dot16(w1, x1) + kExactBias, dw, x.d[row * nb + b]);
     }
   }
 };
@@ -78,7 +78,7 @@ struct Q4_K {
       const int64_t row = r0 + r;
       const int8_t* xp = x.q + row * w.cols + b * 32;
       const int4 x0 = Load16(xp), x1 = Load16(xp + 16);
-      t[r] = Q4_KTerm(Dot16(n0, x0) + Dot16(n1, x1), ExactFloat(Sum16(x0) + Sum16(x1)), ds, dm,
+      t[r] = Q4_KTerm(Dot16(n0, x0) + Dot16(n1, x1) + kExactBias, ExactFloat(Sum16(x0) + Sum16(x1)), ds, dm,
                       x.d[row * nb + b]);
     }
   }
@@ -114,7 +114,8 @@ struct Q6_K {
       if (r >= nr) break;
       const int64_t row = r0 + r;
       const int8_t* xp = x.q + row * w.cols + b * 32;
-      t[r] = Q6_KTerm(Dot16(q0, Load16(xp)), Dot16(q1, Load16(xp + 16)), d_lo, d_hi, x.d[row * nb + b]);
+      t[r] = Q6_KTerm(Dot16(q0, Load16(xp)) + kExactBias, Dot16(q1, Load16(xp + 16)) + kExactBias, d_lo, d_hi,
+                      x.d[row * nb + b]);
     }
   }
 };

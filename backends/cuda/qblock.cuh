@@ -25,25 +25,31 @@ namespace fak::cuda {
 // v as a float, exactly, for |v| < 2^22: v added to the mantissa of 1.5 * 2^23, that number taken
 // away. Two full-rate instructions instead of a quarter-rate conversion; the sums below stay in range
 // (Q8_0: 32 * 128 * 127; Q4_K: 32 * 15 * 127; Q6_K: 16 * 32 * 127).
-__device__ __forceinline__ float ExactFloat(int v) {
-  return __fsub_rn(__int_as_float(v + 0x4B400000), 12582912.0f);
+//
+// The term functions take their integer dots biased, that is plus kExactBias: a tensor-core or dp4a sum
+// that starts from kExactBias instead of 0 has done the first of the two instructions for free.
+constexpr int kExactBias = 0x4B400000;
+__device__ __forceinline__ float BiasedFloat(int biased) {
+  return __fsub_rn(__int_as_float(biased), 12582912.0f);
 }
+__device__ __forceinline__ float ExactFloat(int v) { return BiasedFloat(v + kExactBias); }
 
-// Q8_0: isum = the block's integer dot; dw its f16 scale, dx the activations' block scale.
+// Q8_0: isum = the block's integer dot plus kExactBias; dw its f16 scale, dx the activations' block scale.
 __device__ __forceinline__ float Q8_0Term(int isum, float dw, float dx) {
-  return __fmul_rn(ExactFloat(isum), __fmul_rn(dw, dx));
+  return __fmul_rn(BiasedFloat(isum), __fmul_rn(dw, dx));
 }
 
-// Q4_K sub-block: isum = dot of the 4-bit quants with the activations, xsum = the activations' sum
-// (as a float, exactly); ds = d * scale and dm = dmin * min, both exact in f32 (an f16 times a 6-bit
-// integer).
+// Q4_K sub-block: isum = dot of the 4-bit quants with the activations plus kExactBias, xsum = the
+// activations' sum (as a float, exactly); ds = d * scale and dm = dmin * min, both exact in f32 (an f16
+// times a 6-bit integer).
 __device__ __forceinline__ float Q4_KTerm(int isum, float xsum, float ds, float dm, float dx) {
-  return __fmul_rn(dx, __fmaf_rn(ds, ExactFloat(isum), -__fmul_rn(dm, xsum)));
+  return __fmul_rn(dx, __fmaf_rn(ds, BiasedFloat(isum), -__fmul_rn(dm, xsum)));
 }
 
-// Q6_K: the block's two 16-weight halves; d_lo and d_hi = d * their int8 scales (exact in f32).
+// Q6_K: the block's two 16-weight halves (each dot plus kExactBias); d_lo and d_hi = d * their int8
+// scales (exact in f32).
 __device__ __forceinline__ float Q6_KTerm(int isum_lo, int isum_hi, float d_lo, float d_hi, float dx) {
-  return __fmul_rn(__fmaf_rn(ExactFloat(isum_lo), d_lo, __fmul_rn(ExactFloat(isum_hi), d_hi)), dx);
+  return __fmul_rn(__fmaf_rn(BiasedFloat(isum_lo), d_lo, __fmul_rn(BiasedFloat(isum_hi), d_hi)), dx);
 }
 
 // Scale and min of sub-block s (0..7) from the 12 packed bytes of a Q4_K super-block.
@@ -115,6 +121,14 @@ __device__ __forceinline__ void Mma32(int* c, const int* a, int b0, int b1) {
       "{%0,%1,%2,%3};\n"
       : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// c = kExactBias + a . b: a block's biased dot (the term functions' input) in one instruction, the bias
+// read from one register instead of written into four.
+__device__ __forceinline__ void Mma32Biased(int* c, const int* a, int b0, int b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%10,%10,%10};\n"
+      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(kExactBias));
 }
 
 // y[r][o] = v (+ bias[o]); then residual[r][o] += that value.
