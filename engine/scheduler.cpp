@@ -63,6 +63,8 @@ Scheduler::~Scheduler() {
   }
   cv_.notify_all();
   thread_.join();
+  // Every request has ended and given its buffer back.
+  for (float* p : pinned_buffers_) rt_.backend().UnpinHost(p);
 }
 
 Result<std::shared_ptr<RequestHandle>> Scheduler::Submit(GenerationRequest request) {
@@ -163,6 +165,7 @@ int64_t Scheduler::PagesStillNeeded(const Job& job) const {
 }
 
 void Scheduler::Finish(Job& job, std::string reason, Status error) {
+  if (!job.logits.empty()) logit_buffers_.push_back(std::move(job.logits));  // for the next request
   if (job.seq && error.ok() && reason != "cancelled" && options_.prefix_cache && job.seq->size() > 0) {
     (void)cache_.Insert(*job.seq);  // a full snapshot store only costs the cache this entry
   }
@@ -238,7 +241,15 @@ void Scheduler::Admit() {
     }
     job.decoder = std::make_unique<RequestDecoder>(tokenizer_, eos_ids_, job.req.sampling, job.req.limits,
                                                    job.req.prompt);
-    job.logits.resize(static_cast<size_t>(vocab));
+    // A logits buffer from the pool, registered with the backend once (Backend::PinHost) so a GPU
+    // backend downloads into it directly, and at an address the step's captured graphs already know.
+    if (logit_buffers_.empty()) {
+      std::vector<float> b(static_cast<size_t>(vocab));
+      if (rt_.backend().PinHost(b.data(), b.size() * sizeof(float))) pinned_buffers_.push_back(b.data());
+      logit_buffers_.push_back(std::move(b));
+    }
+    job.logits = std::move(logit_buffers_.back());
+    logit_buffers_.pop_back();
     active_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
     --queued_;

@@ -172,6 +172,10 @@ class Scheduler {
   std::vector<std::unique_ptr<Job>> active_;
   std::vector<SeqWork> work_;
   std::vector<Sampled> sampled_;
+  // Logits buffers of ended requests, kept for the next ones (moving a vector keeps its memory, so a
+  // buffer registered with the backend stays registered); pinned_buffers_ are the registered ones.
+  std::vector<std::vector<float>> logit_buffers_;
+  std::vector<float*> pinned_buffers_;
   std::unique_ptr<ThreadPool> post_pool_;  // samples the requests of a step in parallel (null: one CPU)
   std::vector<std::pair<std::shared_ptr<RequestHandle>, RequestDelta>> ended_;
   int64_t steps_ = 0;

@@ -184,6 +184,12 @@ class Backend {
   virtual void ClearState(int32_t states, int64_t slot) = 0;
   // Copies t to host memory (t.rows * t.cols floats) once the queue reaches it.
   virtual void Download(Tensor t, float* host) = 0;
+  // Marks caller memory that downloads will land in again and again (a batched step's logits), so a
+  // backend whose downloads cross a bus can copy into it directly instead of through its own staging
+  // area. False: not done (nothing to do, or the system refused), and downloads work as before.
+  // UnpinHost must be called with the same pointer before the memory is freed.
+  virtual bool PinHost(void* host, size_t bytes) { return false; }
+  virtual void UnpinHost(void* host) {}
   // Sets *finite, once the queue reaches it (Synchronize at the latest), to whether every value of x
   // is finite: checked where x lives, so a caller need not scan its downloaded copy (a batched decode
   // step's logits are tens of MB).

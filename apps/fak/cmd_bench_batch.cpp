@@ -55,6 +55,15 @@ Result<BatchRun> RunBatch(Runtime& rt, int64_t B, int64_t p, int64_t n, int64_t 
     prompts.push_back(PromptTokens(b, p, vocab));
   }
   std::vector<float> logits(static_cast<size_t>(B * vocab));
+  // As fak serve does: the logits land in registered memory, without a pass through the staging area.
+  struct Pin {
+    Backend& be;
+    void* p;
+    bool on;
+    ~Pin() {
+      if (on) be.UnpinHost(p);
+    }
+  } pin{rt.backend(), logits.data(), rt.backend().PinHost(logits.data(), logits.size() * sizeof(float))};
   std::vector<int32_t> next(static_cast<size_t>(B));
   BatchRun r;
   // Prefill: the prompts' remaining tokens packed into ragged batches of up to `ubatch` rows.

@@ -96,6 +96,8 @@ class CudaBackend final : public Backend {
   Result<int32_t> CreateStates(size_t slot_bytes, int64_t n_slots) override;
   void SetBatch(const BatchPlan& b) override;
   void Download(Tensor t, float* host) override;
+  bool PinHost(void* host, size_t bytes) override;
+  void UnpinHost(void* host) override;
   void CheckFinite(Tensor x, bool* finite) override;
   Status Synchronize() override;
 
@@ -223,6 +225,8 @@ class CudaBackend final : public Backend {
   bool graphs_ = GraphsEnabled();
   StepQueue q_;  // after stream_, which it uses
   std::vector<PendingDownload> pending_;
+  // Caller memory registered with the driver (PinHost): [begin, end) ranges that downloads go to directly.
+  std::vector<std::pair<uintptr_t, uintptr_t>> pinned_;
   std::vector<PendingCheck> checks_;
   uint32_t* check_flags_ = nullptr;  // kMaxChecks * kFiniteFlags, one run per CheckFinite of a step
   // Threads that copy large downloads from the pinned area to their callers (a batched step's logits).

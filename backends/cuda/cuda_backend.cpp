@@ -32,6 +32,7 @@ class GgufRows final : public WeightLayout {
 CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream_);
   q_.ForgetGraphs();
+  for (const auto& r : pinned_) cudaHostUnregister(reinterpret_cast<void*>(r.first));  // callers' leftovers
   for (const auto& m : matrices_) {
     cudaFree(const_cast<uint8_t*>(m.q));
     cudaFree(const_cast<uint16_t*>(m.d));
@@ -228,7 +229,41 @@ void CudaBackend::Download(Tensor t, float* host) {
   if (!error_.ok()) return;
   FlushRopes();
   const size_t bytes = static_cast<size_t>(t.rows * t.cols) * 4;
+  const auto at_host = reinterpret_cast<uintptr_t>(host);
+  for (const auto& [begin, end] : pinned_) {
+    if (at_host >= begin && at_host + bytes <= end) {  // registered memory: straight there
+      const void* src = t.data;
+      Queue("DownloadPinned", {U(src), U(host), bytes}, [host, src, bytes](cudaStream_t s) {
+        return cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, s);
+      });
+      return;
+    }
+  }
   if (size_t at = 0; QueueCopyDown(t.data, bytes, &at)) pending_.push_back({host, at, bytes});
+}
+
+bool CudaBackend::PinHost(void* host, size_t bytes) {
+  if (host == nullptr || bytes == 0) return false;
+  if (cudaHostRegister(host, bytes, cudaHostRegisterDefault) != cudaSuccess) {
+    (void)cudaGetLastError();  // refused (say, the range shares a page with registered memory): staged
+    return false;
+  }
+  const auto b = reinterpret_cast<uintptr_t>(host);
+  pinned_.emplace_back(b, b + bytes);
+  return true;
+}
+
+void CudaBackend::UnpinHost(void* host) {
+  const auto b = reinterpret_cast<uintptr_t>(host);
+  const auto it = std::find_if(pinned_.begin(), pinned_.end(), [b](const auto& r) { return r.first == b; });
+  if (it == pinned_.end()) return;
+  // Downloads queued into it must land before the caller frees it.
+  cudaStreamSynchronize(stream_);
+  // Graphs that copy into it go: their copies hold on to this registration, and memory registered
+  // again at the same address (a freed buffer's successor) is another one.
+  q_.ForgetGraphsUsing(it->first, it->second);
+  pinned_.erase(it);
+  cudaHostUnregister(host);
 }
 
 void CudaBackend::CheckFinite(Tensor x, bool* finite) {

@@ -373,8 +373,8 @@ TEST(CudaOps, CheckFiniteFindsNaNAndInfinityAnywhere) {
   }
 }
 
-// A batched step's logits (tens of MB) are copied out of the pinned area by several threads in pieces:
-// every value arrives, in place, wherever the pieces cut the rows.
+// A batched step's logits (tens of MB) are copied out of the pinned area by several threads in pieces,
+// or land directly in memory the caller registered (PinHost): every value arrives, in place.
 TEST(CudaOps, LargeDownloadsArriveWholeAndInPlace) {
   SKIP_WITHOUT_GPU();
   Pair be;
@@ -386,9 +386,19 @@ TEST(CudaOps, LargeDownloadsArriveWholeAndInPlace) {
     std::vector<float> v(static_cast<size_t>(rows * cols));
     for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 1000003) * 0.5f;
     const Tensor t = Upload(*be.gpu, v, rows, cols, seq.plan());
-    for (int pass = 0; pass < 2; ++pass) {  // twice: the second reuses the pinned area
-      const std::vector<float> got = Fetch(*be.gpu, t);
-      ASSERT_EQ(got.size(), v.size());
+    // Through the staging area twice (the second reuses it), then straight into registered memory,
+    // twice: the buffer is unregistered and registered again between the two (a graph that copied into
+    // the first registration must not run for the second).
+    std::vector<float> got(v.size());
+    for (int pass = 0; pass < 4; ++pass) {
+      std::fill(got.begin(), got.end(), -1.0f);
+      const bool pinned = pass >= 2 && be.gpu->PinHost(got.data(), got.size() * sizeof(float));
+      EXPECT_EQ(pinned, pass >= 2);
+      const OneSeq step(rows, 16);
+      be.gpu->SetBatch(step.plan());
+      be.gpu->Download(t, got.data());
+      ASSERT_TRUE(be.gpu->Synchronize().ok());
+      if (pinned) be.gpu->UnpinHost(got.data());
       size_t wrong = 0;
       for (size_t i = 0; i < v.size(); ++i) wrong += got[i] != v[i];
       EXPECT_EQ(wrong, 0u);

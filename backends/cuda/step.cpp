@@ -1,5 +1,7 @@
 #include "backends/cuda/step.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace fak::cuda {
@@ -18,6 +20,17 @@ StepQueue::~StepQueue() { ForgetGraphs(); }
 void StepQueue::ForgetGraphs() {
   for (Graph& g : graphs_) cudaGraphExecDestroy(g.exec);
   graphs_.clear();
+}
+
+void StepQueue::ForgetGraphsUsing(uint64_t begin, uint64_t end) {
+  for (auto it = graphs_.begin(); it != graphs_.end();) {
+    if (std::any_of(it->key.begin(), it->key.end(), [&](uint64_t v) { return v >= begin && v < end; })) {
+      cudaGraphExecDestroy(it->exec);
+      it = graphs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void StepQueue::Begin(std::vector<uint64_t> shape, bool graph) {

@@ -52,6 +52,9 @@ class StepQueue {
   void Discard();
   // Forgets every captured graph (staging areas moved, buffers freed).
   void ForgetGraphs();
+  // Forgets the graphs whose ops bake in a value in [begin, end): an address range about to be freed
+  // or unregistered (a graph's copy into registered host memory holds on to that registration).
+  void ForgetGraphsUsing(uint64_t begin, uint64_t end);
 
   int64_t graphs_captured() const { return captured_; }
   int64_t graphs_replayed() const { return replayed_; }
