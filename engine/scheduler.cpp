@@ -48,9 +48,13 @@ Scheduler::Scheduler(Runtime& runtime, const Tokenizer& tokenizer, std::vector<i
   options_.max_active = std::max<int64_t>(1, options_.max_active);
   options_.step_tokens = std::max<int64_t>(1, options_.step_tokens);
   options_.min_prefill = std::clamp<int64_t>(options_.min_prefill, 1, options_.step_tokens);
-  if (const int cpus = DefaultThreadCount();
-      cpus > 1 && options_.max_active >= static_cast<int64_t>(kParallelSampling)) {
-    post_pool_ = std::make_unique<ThreadPool>(std::min(cpus, 8), /*pin=*/false);
+  // By default only beside a GPU backend: its cores are free while the device runs a step, whereas the
+  // CPU backend's threads would share theirs with a pool that spins for a moment after each use.
+  int sample_threads = options_.sample_threads;
+  if (sample_threads == 0)
+    sample_threads = rt_.backend().name() != "cpu" ? std::min(DefaultThreadCount(), 8) : 1;
+  if (sample_threads > 1 && options_.max_active >= static_cast<int64_t>(kParallelSampling)) {
+    post_pool_ = std::make_unique<ThreadPool>(sample_threads, /*pin=*/false);
   }
   Publish();
   thread_ = std::thread([this] { Loop(); });

@@ -92,6 +92,9 @@ struct SchedulerOptions {
   // Token budget of a step with no decode rows: nothing waits on it, so a lone prompt goes in larger
   // chunks (fewer passes over the weights).
   int64_t idle_step_tokens = 512;
+  // Threads that sample a step's requests (from 4 requests up); 0: up to 8 beside a GPU backend, one
+  // beside the CPU backend (whose threads have the cores).
+  int sample_threads = 0;
   bool prefix_cache = true;
   // Recurrent-state models: a prefill also keeps a cache entry every this many prompt tokens, so a
   // prompt that shares a prefix with an earlier one restores a state at most this far before the

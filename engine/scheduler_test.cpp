@@ -108,7 +108,9 @@ TEST_F(SchedulerTest, RequestsTogetherAndFromTheCacheDecodeAsAloneWithoutIt) {
   }
   // All at once, a small step budget (prefill in chunks beside the others' decode), with the cache.
   auto rt = MakeRuntime(200);
-  Scheduler s(*rt, *tok_, {}, SchedulerOptions{.max_active = 8, .step_tokens = 24, .min_prefill = 8});
+  // Sampled on two threads (the pool a GPU backend gets), so the requests' sampling runs concurrently.
+  Scheduler s(*rt, *tok_, {},
+              SchedulerOptions{.max_active = 8, .step_tokens = 24, .min_prefill = 8, .sample_threads = 2});
   auto first = s.Submit(reqs[0]);
   ASSERT_TRUE(first.ok());
   Output o0 = Drain(**first);
