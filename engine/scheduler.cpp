@@ -51,8 +51,9 @@ Scheduler::Scheduler(Runtime& runtime, const Tokenizer& tokenizer, std::vector<i
   // By default only beside a GPU backend: its cores are free while the device runs a step, whereas the
   // CPU backend's threads would share theirs with a pool that spins for a moment after each use.
   int sample_threads = options_.sample_threads;
-  if (sample_threads == 0)
+  if (sample_threads == 0) {
     sample_threads = rt_.backend().name() != "cpu" ? std::min(DefaultThreadCount(), 8) : 1;
+  }
   if (sample_threads > 1 && options_.max_active >= static_cast<int64_t>(kParallelSampling)) {
     post_pool_ = std::make_unique<ThreadPool>(sample_threads, /*pin=*/false);
   }
