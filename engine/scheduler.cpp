@@ -332,37 +332,36 @@ int64_t Scheduler::Checkpoint() const {
 }
 
 Scheduler::Sampled Scheduler::SampleNext(Job& job) {
-  Job* j = &job;
   Sampled out;
-  const bool want_lp = j->req.top_logprobs >= 0;
-  if (want_lp) j->raw = j->logits;
-  out.text = j->decoder->Step(j->logits);
+  const bool want_lp = job.req.top_logprobs >= 0;
+  if (want_lp) job.raw = job.logits;
+  out.text = job.decoder->Step(job.logits);
   if (!out.text.ok()) return out;
   TokenOut& tok = out.tok;
   tok.at = std::chrono::steady_clock::now();
-  const bool ended = j->decoder->done();
-  const auto& out_ids = j->decoder->output_ids();
+  const bool ended = job.decoder->done();
+  const auto& out_ids = job.decoder->output_ids();
   // The sampled token: the decoder's next token, or the one that ended the request (EOS is not
   // part of the output; a stop string's last token and a length limit's are).
-  tok.id = !ended ? j->decoder->next_token()
-                  : (j->decoder->stop_reason() == "eos" ? -1 : (out_ids.empty() ? -1 : out_ids.back()));
+  tok.id = !ended ? job.decoder->next_token()
+                  : (job.decoder->stop_reason() == "eos" ? -1 : (out_ids.empty() ? -1 : out_ids.back()));
   if (want_lp && tok.id >= 0) {
-    const auto& raw = j->raw;
+    const auto& raw = job.raw;
     const float mx = *std::max_element(raw.begin(), raw.end());
     double sum = 0;
     for (float v : raw) sum += std::exp(static_cast<double>(v - mx));
     const float lse = mx + static_cast<float>(std::log(sum));
     tok.logprob = raw[static_cast<size_t>(tok.id)] - lse;
-    const int k = j->req.top_logprobs;
+    const int k = job.req.top_logprobs;
     if (k > 0) {
-      j->order.resize(raw.size());
-      std::iota(j->order.begin(), j->order.end(), 0);
-      std::partial_sort(j->order.begin(), j->order.begin() + k, j->order.end(), [&](int32_t a, int32_t b) {
+      job.order.resize(raw.size());
+      std::iota(job.order.begin(), job.order.end(), 0);
+      std::partial_sort(job.order.begin(), job.order.begin() + k, job.order.end(), [&](int32_t a, int32_t b) {
         return raw[static_cast<size_t>(a)] > raw[static_cast<size_t>(b)] ||
                (raw[static_cast<size_t>(a)] == raw[static_cast<size_t>(b)] && a < b);
       });
       for (int i = 0; i < k; ++i) {
-        const int32_t id = j->order[static_cast<size_t>(i)];
+        const int32_t id = job.order[static_cast<size_t>(i)];
         tok.top.emplace_back(id, raw[static_cast<size_t>(id)] - lse);
       }
     }

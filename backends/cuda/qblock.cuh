@@ -112,18 +112,11 @@ struct Tree {
   }
 };
 
-// c += a (16 x 32 int8, row-major) . b (32 x 8 int8): one tensor-core instruction, exact int32 sums. Lane
+// c = kExactBias + a (16 x 32 int8, row-major) . b (32 x 8 int8): one tensor-core instruction, exact
+// int32 sums started from the bias the term functions expect (read from one register for all four). Lane
 // (g, q) = (lane / 4, lane % 4) holds a[0] = A[g][4q..], a[1] = A[g + 8][4q..], a[2] = A[g][16 + 4q..],
 // a[3] = A[g + 8][16 + 4q..], b0 = B[4q..][g], b1 = B[16 + 4q..][g], and gets c[e] = C[g + 8 (e / 2)][2q
 // + e % 2].
-__device__ __forceinline__ void Mma32(int* c, const int* a, int b0, int b1) {
-  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-// c = kExactBias + a . b: a block's biased dot (the term functions' input) in one instruction, the bias
-// read from one register instead of written into four.
 __device__ __forceinline__ void Mma32Biased(int* c, const int* a, int b0, int b1) {
   asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%10,%10,%10,%10};\n"
