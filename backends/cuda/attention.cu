@@ -1,7 +1,9 @@
-// Paged causal attention, one block of 128 threads per (row, query head): the row's positions are
+// Paged causal attention in f32 arithmetic, for the geometries the tensor-core kernel (attention_mma.cu)
+// does not take: f32 caches, head sizes other than 64 and 128, groups of more than 8 query heads.
+// One block of 128 threads per (row, query head): the row's positions are
 // visited in tiles of 128 (one key per thread), with an online softmax whose maxima and sums are
 // reduced in a fixed tree order, and each thread accumulates its value dims over the tile's positions
-// in order. Contexts longer than 512 positions (head sizes 64, 128, 256) are split into at most 16
+// in order. Contexts longer than 256 positions (head sizes 64, 128, 256) are split into at most 16
 // chunks (kernels.h's AttnChunkLen, a function of the row's context alone), each walked that way by
 // its own block, and the chunks' partials are combined in chunk order by CombineChunks: a long decode
 // row keeps 16 blocks per head busy instead of one. A row's result therefore depends only on its query
@@ -14,6 +16,7 @@
 
 #include "backends/cuda/async_copy.cuh"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/kv_pages.cuh"
 #include "backends/cuda/pdl.cuh"
 
 namespace fak::cuda {
@@ -45,8 +48,8 @@ __device__ __forceinline__ void StoreOutput(float v, int64_t e, float* out, int8
   float amax = fabsf(v);
 #pragma unroll
   for (int mm = 16; mm > 0; mm >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, mm));
-  const float dv = amax / 127.0f;
-  oq[e] = static_cast<int8_t>(__float2int_rn(v * (dv > 0.0f ? 1.0f / dv : 0.0f)));
+  const float dv = ShadowScale(amax);
+  oq[e] = ShadowValue(v, dv);
   if ((threadIdx.x & 31) == 0) od[e / 32] = dv;
 }
 
@@ -74,16 +77,6 @@ __device__ __forceinline__ void LoadDims(const T* p, float (&v)[kDims]) {
 #pragma unroll
     for (int u = 0; u < kPer; ++u) v[c * kPer + u] = ToFloat(e[u]);
   }
-}
-
-// Position pos's row in its page (add the layer's and KV head's offset for its keys or values). The
-// index arithmetic is 32-bit: a 64-bit division by the runtime page size is a call of ~100 instructions,
-// and the value loop would make one per position.
-template <typename T>
-__device__ __forceinline__ const T* PositionRow(const DeviceKv& kv, const int32_t* table, int64_t pos,
-                                                int64_t hd) {
-  const auto p = static_cast<uint32_t>(pos), pt = static_cast<uint32_t>(kv.page_tokens);
-  return static_cast<const T*>(kv.page_ptr[table[p / pt]]) + (p % pt) * static_cast<uint32_t>(hd);
 }
 
 template <typename T>
@@ -152,9 +145,9 @@ __global__ void __launch_bounds__(kTile)
     float amax = fabsf(v);
 #pragma unroll
     for (int mm = 16; mm > 0; mm >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, mm));
-    const float dv = amax / 127.0f;
+    const float dv = ShadowScale(amax);
     const int64_t e = row * width + head * hd + i;
-    oq[e] = static_cast<int8_t>(__float2int_rn(v * (dv > 0.0f ? 1.0f / dv : 0.0f)));
+    oq[e] = ShadowValue(v, dv);
     if ((tid & 31) == 0) od[e / 32] = dv;
   }
 }
@@ -317,7 +310,8 @@ __global__ void __launch_bounds__(kTile* kHeads)
   }
 }
 
-// Rows of several chunks: the chunks' partials combined in chunk order, for each (row, query head).
+// Rows of several chunks: the chunks' partials combined in chunk order, for each (row, query head), from
+// either kernel.
 // One block of kTile threads each.
 __global__ void __launch_bounds__(kTile) CombineChunks(DeviceBatch b, const float* part, int64_t n_head,
                                                        int64_t hd, float* out, int8_t* oq, float* od) {
@@ -421,13 +415,21 @@ cudaError_t LaunchAttention(const AttnArgs& a, cudaStream_t stream) {
 
 cudaError_t Attention(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q, int64_t rows,
                       int64_t n_head, float scale, float* out, int8_t* oq, float* od, int64_t max_ctx,
-                      float* part, cudaStream_t stream) {
+                      float* part, int64_t n_groups, int64_t group_rows, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
-  if (kv.head_dim > kMaxHeadDim) return cudaErrorInvalidValue;
+  if (kv.head_dim > kMaxHeadDim || kv.n_kv_head <= 0 || n_head % kv.n_kv_head != 0)
+    return cudaErrorInvalidValue;
   const bool split = AttnPartFloats(rows, n_head, kv.head_dim, max_ctx) > 0;
   if (split && part == nullptr) return cudaErrorInvalidValue;
-  const AttnArgs a{kv, b, layer, rows, n_head, split ? AttnChunks(max_ctx) : 1, q, scale, out, od, part, oq};
-  const cudaError_t e = kv.f32 ? LaunchAttention<float>(a, stream) : LaunchAttention<__half>(a, stream);
+  const int64_t chunks = split ? AttnChunks(max_ctx) : 1;
+  cudaError_t e = cudaSuccess;
+  if (AttnOnTensorCores(kv.f32, kv.head_dim, n_head / kv.n_kv_head)) {
+    if (b.attn_groups == nullptr) return cudaErrorInvalidValue;
+    e = AttentionMma(kv, b, layer, q, n_head, scale, out, oq, od, part, n_groups, group_rows, chunks, stream);
+  } else {
+    const AttnArgs a{kv, b, layer, rows, n_head, chunks, q, scale, out, od, part, oq};
+    e = kv.f32 ? LaunchAttention<float>(a, stream) : LaunchAttention<__half>(a, stream);
+  }
   if (e != cudaSuccess || !split) return e;
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_head));
   return Launch(CombineChunks, grid, kTile, 0, stream, b, static_cast<const float*>(part), n_head,

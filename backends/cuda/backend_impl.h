@@ -218,6 +218,8 @@ class CudaBackend final : public Backend {
   std::vector<int32_t> seqs_host_;  // (first row, rows, state slot) per sequence, with recurrent layers
   const int32_t* seqs_dev_ = nullptr;
   int64_t n_seqs_ = 0;
+  std::vector<int32_t> attn_groups_host_;  // kernels.h's AttnGroups of the batch
+  int64_t n_attn_groups_ = 0, attn_group_rows_ = 0;
   std::vector<DeltaNetSpec> delta_nets_;
   std::vector<const float*> rope_tables_;
   std::vector<PendingRope> ropes_pending_;  // Rope calls waiting for the KvWrite that may join them

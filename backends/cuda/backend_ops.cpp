@@ -158,13 +158,17 @@ void CudaBackend::Attention(int32_t kv, int64_t layer, Tensor q, float scale, Te
   const int64_t part_floats = AttnPartFloats(rows, n_head, st.g.head_dim, max_ctx);
   if (part_floats > attn_part_floats_ && !GrowAttnPart(part_floats)) return;
   float* part = part_floats > 0 ? attn_part_ : nullptr;
+  if (rows != n_rows_) return Fail(Internal("CUDA: Attention over a tensor of the wrong shape"));
+  const int64_t n_groups = n_attn_groups_, group_rows = attn_group_rows_;
   uint32_t scale_bits;
   std::memcpy(&scale_bits, &scale, 4);
   Queue("Attention",
         {U(view.page_ptr), U(layer), U(qs), U(rows), U(n_head), scale_bits, U(os), U(oq), U(od),
-         U(b.positions), U(b.pages), U(part), U(part_floats > 0 ? AttnChunks(max_ctx) : 1)},
+         U(b.positions), U(b.pages), U(b.attn_groups), U(n_groups), U(group_rows), U(part),
+         U(part_floats > 0 ? AttnChunks(max_ctx) : 1)},
         [=](cudaStream_t s) {
-          return fak::cuda::Attention(view, b, layer, qs, rows, n_head, scale, os, oq, od, max_ctx, part, s);
+          return fak::cuda::Attention(view, b, layer, qs, rows, n_head, scale, os, oq, od, max_ctx, part,
+                                      n_groups, group_rows, s);
         });
   shadow ? Shadowed(out) : Written(out);
 }

@@ -177,6 +177,11 @@ void CudaBackend::SetBatch(const BatchPlan& b) {
   }
   n_seqs_ = static_cast<int64_t>(seqs_host_.size() / 3);
   need += Align(seqs_host_.size() * 4);
+  attn_groups_host_.clear();
+  attn_group_rows_ = AttnGroups(b.positions.data(), b.row_seq.data(), n_rows_,
+                                static_cast<int64_t>(b.page_begin.size()) - 1, &attn_groups_host_);
+  n_attn_groups_ = static_cast<int64_t>(attn_groups_host_.size() / 3);
+  need += Align(attn_groups_host_.size() * 4);
   for (const RopeSpec& r : ropes_) need += Align(static_cast<size_t>(n_rows_) * r.inv_freq.size() * 2 * 4);
   need += Align(static_cast<size_t>(n_rows_ * max_embed_cols_) * 4);
   if (!Reserve(up_, need, true)) return;
@@ -204,8 +209,12 @@ void CudaBackend::SetBatch(const BatchPlan& b) {
   }
   embed_at_ = up_.used;
   up_.used += Align(static_cast<size_t>(n_rows_ * max_embed_cols_) * 4);
+  // The groups' count depends on how the rows fall into sequences, not only on their number: it is
+  // part of the step's shape.
+  batch_.attn_groups = Stage(std::span<const int32_t>(attn_groups_host_));
   batch_.pages = Stage(b.pages);
-  q_.Begin({U(n_rows_), U(n_out_), U(static_cast<int64_t>(b.page_begin.size())), U(up_.dev), U(down_.host)},
+  q_.Begin({U(n_rows_), U(n_out_), U(static_cast<int64_t>(b.page_begin.size())), U(n_attn_groups_),
+            U(attn_group_rows_), U(up_.dev), U(down_.host)},
            graphs_ && n_rows_ <= kGraphRows);
 }
 

@@ -124,28 +124,37 @@ TEST(CudaOps, NormRopeSwiGluAttentionMatchTheCpuBackend) {
   for (size_t i = 0; i < out[0].size(); ++i) {
     std::vector<double> ref(out[0][i].begin(), out[0][i].end());
     const double err = NormalizedError(out[1][i].data(), ref.data(), ref.size());
-    // The CPU backend keeps f16 keys and values too; its own float order differs from the GPU's.
-    EXPECT_LT(err, 2e-6) << names[i];
+    // The CPU backend keeps f16 keys and values too; its own float order differs from the GPU's. The
+    // tensor cores take the queries and the probabilities in f16 (as llama.cpp's flash attention does),
+    // which costs attention (and what adds it) about 2^-12 of relative error.
+    const bool f16_inputs = std::string(names[i]) == "Attention" || std::string(names[i]) == "Add";
+    EXPECT_LT(err, f16_inputs ? 1e-3 : 2e-6) << names[i];
     RecordProperty(std::string(names[i]) + "_error", fmt::format("{:.3g}", err));
   }
 }
 
-// Attention of a row alone (the per-head kernel) and inside a batch of 300 rows (keys and values staged
-// in shared memory once per KV head, for the query heads of its group, three tiles of positions): the
-// same bits, for head sizes 64 and 128 and groups of 6 and 4.
+// Attention of a row alone (a decode row: one group of one row, its first tile copied before the
+// previous kernel ends) and inside a prompt of 1,300 rows (groups of 16 rows, keys and values staged once
+// for all their query heads, contexts of up to six chunks): the same bits, for head sizes 64 and 128 and
+// groups of 6, 4 and 7 query heads per KV head; and with f32 caches (the f32 kernels).
 TEST(CudaOps, AttentionRowsAreBitIdenticalAloneAndInABatch) {
   SKIP_WITHOUT_GPU();
   Pair be;
   ASSERT_TRUE(be.gpu);
-  const int64_t n = 1300, pt = 16;  // contexts past 512 positions are split into chunks (kernels.h)
-  for (const auto [hd, n_head, n_kv] : {std::tuple<int64_t, int64_t, int64_t>{128, 12, 2}, {64, 8, 2}}) {
-    SCOPED_TRACE("head_dim " + std::to_string(hd) + ", " + std::to_string(n_head) + " heads");
+  const int64_t n = 1300, pt = 16;  // contexts past 256 positions are split into chunks (kernels.h)
+  for (const auto& [hd, n_head, n_kv, f32] : {std::tuple<int64_t, int64_t, int64_t, bool>{128, 12, 2, false},
+                                              {64, 8, 2, false},
+                                              {128, 28, 4, false},
+                                              {128, 12, 2, true}}) {
+    SCOPED_TRACE("head_dim " + std::to_string(hd) + ", " + std::to_string(n_head) + " heads" +
+                 (f32 ? ", f32 cache" : ""));
     Backend& b = *be.gpu;
     const OneSeq seq(n, pt);
     const Tensor q = Upload(b, Random(static_cast<size_t>(n * n_head * hd), 21), n, n_head * hd, seq.plan());
     const Tensor kt = Upload(b, Random(static_cast<size_t>(n * n_kv * hd), 22), n, n_kv * hd, seq.plan());
     const Tensor vt = Upload(b, Random(static_cast<size_t>(n * n_kv * hd), 23), n, n_kv * hd, seq.plan());
-    auto kv = b.CreateKv({.n_layer = 1, .n_kv_head = n_kv, .head_dim = hd, .page_tokens = pt}, 96);
+    auto kv =
+        b.CreateKv({.n_layer = 1, .n_kv_head = n_kv, .head_dim = hd, .page_tokens = pt, .f32 = f32}, 96);
     ASSERT_TRUE(kv.ok());
     ASSERT_TRUE(b.GrowKv(*kv, static_cast<int64_t>(seq.pages.size())).ok());
     b.SetBatch(seq.plan());
@@ -180,8 +189,8 @@ TEST(CudaOps, AttentionRowsAreBitIdenticalAloneAndInABatch) {
   }
 }
 
-// Attention over contexts of several chunks (up to 1,400 positions, three chunks of 512) against the CPU
-// backend.
+// Attention over contexts of several chunks (up to 1,400 positions, six chunks of 256) against the CPU
+// backend: the tensor cores' f16 queries and probabilities (see above) and the f32 kernels.
 TEST(CudaOps, AttentionOverLongContextsMatchesTheCpuBackend) {
   SKIP_WITHOUT_GPU();
   Pair be;
@@ -191,26 +200,30 @@ TEST(CudaOps, AttentionOverLongContextsMatchesTheCpuBackend) {
   const std::vector<float> qv = Random(static_cast<size_t>(n * n_head * hd), 31),
                            kv_k = Random(static_cast<size_t>(n * n_kv * hd), 32),
                            kv_v = Random(static_cast<size_t>(n * n_kv * hd), 33);
-  std::vector<float> out[2];
-  Backend* bes[2] = {be.cpu.get(), be.gpu.get()};
-  for (int k = 0; k < 2; ++k) {
-    Backend& b = *bes[k];
-    const Tensor q = Upload(b, qv, n, n_head * hd, seq.plan());
-    const Tensor kt = Upload(b, kv_k, n, n_kv * hd, seq.plan()),
-                 vt = Upload(b, kv_v, n, n_kv * hd, seq.plan());
-    auto kv = b.CreateKv({.n_layer = 1, .n_kv_head = n_kv, .head_dim = hd, .page_tokens = pt}, 96);
-    auto att = b.Alloc(n, n_head * hd);
-    ASSERT_TRUE(kv.ok() && att.ok());
-    ASSERT_TRUE(b.GrowKv(*kv, static_cast<int64_t>(seq.pages.size())).ok());
-    b.SetBatch(seq.plan());
-    b.KvWrite(*kv, 0, kt, vt);
-    b.Attention(*kv, 0, q, 0.088f, *att);
-    out[k] = Fetch(b, *att);
+  for (const bool f32 : {false, true}) {
+    SCOPED_TRACE(f32 ? "f32 cache" : "f16 cache");
+    std::vector<float> out[2];
+    Backend* bes[2] = {be.cpu.get(), be.gpu.get()};
+    for (int k = 0; k < 2; ++k) {
+      Backend& b = *bes[k];
+      const Tensor q = Upload(b, qv, n, n_head * hd, seq.plan());
+      const Tensor kt = Upload(b, kv_k, n, n_kv * hd, seq.plan()),
+                   vt = Upload(b, kv_v, n, n_kv * hd, seq.plan());
+      auto kv =
+          b.CreateKv({.n_layer = 1, .n_kv_head = n_kv, .head_dim = hd, .page_tokens = pt, .f32 = f32}, 96);
+      auto att = b.Alloc(n, n_head * hd);
+      ASSERT_TRUE(kv.ok() && att.ok());
+      ASSERT_TRUE(b.GrowKv(*kv, static_cast<int64_t>(seq.pages.size())).ok());
+      b.SetBatch(seq.plan());
+      b.KvWrite(*kv, 0, kt, vt);
+      b.Attention(*kv, 0, q, 0.088f, *att);
+      out[k] = Fetch(b, *att);
+    }
+    std::vector<double> ref(out[0].begin(), out[0].end());
+    const double err = NormalizedError(out[1].data(), ref.data(), ref.size());
+    EXPECT_LT(err, f32 ? 2e-6 : 1e-3);
+    RecordProperty(f32 ? "attention_error_f32_cache" : "attention_error", fmt::format("{:.3g}", err));
   }
-  std::vector<double> ref(out[0].begin(), out[0].end());
-  const double err = NormalizedError(out[1].data(), ref.data(), ref.size());
-  EXPECT_LT(err, 2e-6);
-  RecordProperty("attention_error", fmt::format("{:.3g}", err));
 }
 
 // A row's MatMul result is the same bits alone and inside batches of any size: batches of 16 rows or

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace fak::cuda {
 
@@ -121,6 +122,9 @@ struct DeviceBatch {
   const int32_t* row_seq = nullptr;
   const int32_t* page_begin = nullptr;
   const int32_t* pages = nullptr;
+  // The rows attention computes together (AttnGroups): (first row, rows, the sequence's first position
+  // in the batch) for each group.
+  const int32_t* attn_groups = nullptr;
 };
 
 // A KV store: page p's storage starts at page_ptr[p]; inside a page, block (layer, k or v, kv head)
@@ -143,7 +147,7 @@ cudaError_t RopeKvWrite(float* q, int64_t q_cols, float* k, const float* v, int6
 // blocks and combined in chunk order; a row of one chunk is computed as before, in one block.
 constexpr int64_t kAttnTile = 128;
 constexpr int64_t kAttnMaxChunks = 16;
-constexpr int64_t kAttnMinChunkTiles = 4;  // chunks of at least 512 positions
+constexpr int64_t kAttnMinChunkTiles = 2;  // chunks of at least 256 positions
 FAK_HOST_DEVICE constexpr int64_t AttnChunkLen(int64_t ctx) {
   const int64_t tiles = (ctx + kAttnTile - 1) / kAttnTile;
   const int64_t per = (tiles + kAttnMaxChunks - 1) / kAttnMaxChunks;
@@ -161,12 +165,33 @@ FAK_HOST_DEVICE constexpr int64_t AttnPartFloats(int64_t rows, int64_t n_head, i
              : 0;
 }
 
+// Attention groups: runs of consecutive rows of one sequence, at most kAttnGroupRows long, whose contexts
+// share one chunk length, computed together by the tensor-core kernel (attention_mma.cu) from keys and
+// values staged once for them. A row's result does not depend on its group.
+constexpr int64_t kAttnGroupRows = 16;
+// Appends the groups of a batch to `groups` (3 ints each, as DeviceBatch::attn_groups) and returns the
+// most rows of any.
+int64_t AttnGroups(const int32_t* positions, const int32_t* row_seq, int64_t rows, int64_t n_seqs,
+                   std::vector<int32_t>* groups);
+// Whether attention runs on the tensor cores for this geometry: f16 caches, head size 64 or 128, and
+// at most 8 query heads per KV head (the rest run on the f32 kernels of attention.cu). A function of
+// the model alone, so every row of a model takes the same arithmetic.
+FAK_HOST_DEVICE constexpr bool AttnOnTensorCores(bool f32_cache, int64_t head_dim, int64_t group) {
+  return !f32_cache && (head_dim == 64 || head_dim == 128) && group >= 1 && group <= 8;
+}
+
 // out (rows, n_head * head_dim) = causal attention of each row's query heads over its sequence's cache;
 // when q8 is not null also out's int8 shadow. max_ctx: the longest context of the rows (positions + 1);
-// part: AttnPartFloats floats of scratch (null when that is 0).
+// part: AttnPartFloats floats of scratch (null when that is 0); n_groups and group_rows: the batch's
+// attention groups (b.attn_groups) and the most rows of any.
 cudaError_t Attention(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q, int64_t rows,
                       int64_t n_head, float scale, float* out, int8_t* oq, float* od, int64_t max_ctx,
-                      float* part, cudaStream_t stream);
+                      float* part, int64_t n_groups, int64_t group_rows, cudaStream_t stream);
+// The tensor-core kernel (attention_mma.cu) for geometries where AttnOnTensorCores; `chunks`: the most
+// chunks of any row. Rows of several chunks leave partials for Attention's combine.
+cudaError_t AttentionMma(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q,
+                         int64_t n_head, float scale, float* out, int8_t* oq, float* od, float* part,
+                         int64_t n_groups, int64_t group_rows, int64_t chunks, cudaStream_t stream);
 
 // --- The hybrid architecture (delta_net.cu).
 
