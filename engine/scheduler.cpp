@@ -9,6 +9,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/log.h"
+
 namespace fak {
 
 struct Scheduler::Job {
@@ -397,7 +399,12 @@ void Scheduler::StepOnce() {
     budget -= chunk;
   }
   ++steps_;
+  const bool trace = GetLogLevel() <= LogLevel::kDebug;
+  const auto t0 = trace ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  const size_t n_decode = static_cast<size_t>(
+      std::count_if(in_batch.begin(), in_batch.end(), [](const Job* j) { return j->decoding; }));
   Status s = rt_.Forward(work_);
+  const auto t1 = trace ? std::chrono::steady_clock::now() : t0;
   if (!s.ok()) {
     for (Job* j : in_batch) Finish(*j, "error", s);
     std::erase_if(active_, [](const auto& a) { return !a->seq; });
@@ -476,6 +483,15 @@ void Scheduler::StepOnce() {
     if (ended || context_end) Finish(*j, FinishReason(j->decoder->stop_reason()));
   }
   std::erase_if(active_, [](const auto& a) { return !a->seq; });
+  if (trace) {
+    int64_t rows = 0;
+    for (const auto& w : work_) rows += static_cast<int64_t>(w.tokens.size());
+    const auto t2 = std::chrono::steady_clock::now();
+    FAK_LOG_DEBUG("step {}: {} requests ({} decoding), {} rows, forward {:.3f} ms, sampling {:.3f} ms",
+                  steps_, in_batch.size(), n_decode, rows,
+                  std::chrono::duration<double, std::milli>(t1 - t0).count(),
+                  std::chrono::duration<double, std::milli>(t2 - t1).count());
+  }
 }
 
 }  // namespace fak

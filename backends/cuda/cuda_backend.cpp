@@ -312,6 +312,7 @@ Status CudaBackend::Synchronize() {
     }
   }
   DrainDownloads();
+  q_.ReportProfile();
   Status s = std::move(error_);
   error_ = Status::Ok();
   return s;

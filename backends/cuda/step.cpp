@@ -1,8 +1,12 @@
 #include "backends/cuda/step.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <map>
 
 #include <fmt/format.h>
+
+#include "core/log.h"
 
 namespace fak::cuda {
 namespace {
@@ -15,7 +19,10 @@ Status LaunchError(cudaError_t e, const char* what) {
 
 }  // namespace
 
-StepQueue::~StepQueue() { ForgetGraphs(); }
+StepQueue::~StepQueue() {
+  ForgetGraphs();
+  for (cudaEvent_t e : events_) cudaEventDestroy(e);
+}
 
 void StepQueue::ForgetGraphs() {
   for (Graph& g : graphs_) cudaGraphExecDestroy(g.exec);
@@ -36,7 +43,8 @@ void StepQueue::ForgetGraphsUsing(uint64_t begin, uint64_t end) {
 void StepQueue::Begin(std::vector<uint64_t> shape, bool graph) {
   ops_.clear();
   shape_ = std::move(shape);
-  graph_ = graph;
+  if (const char* v = std::getenv("FAK_CUDA_PROFILE"); v != nullptr && v[0] == '1') profile_ = true;
+  graph_ = graph && !profile_;
   in_step_ = true;
 }
 
@@ -128,12 +136,61 @@ std::vector<uint64_t> StepQueue::StepKey() const {
   return key;
 }
 
+std::string StepQueue::OpLabel(const Op& op) {
+  if (!op.matvec) return op.what;
+  int64_t rows = 0;
+  for (int k = 0; k < op.job.count; ++k) rows += op.job.w[k].rows;
+  return fmt::format("MatMul {}x{}", rows, op.job.w[0].cols);
+}
+
 Status StepQueue::LaunchAll() {
-  for (const Op& op : ops_) {
+  const bool timed = profile_ && !graph_;
+  if (timed) {
+    while (events_.size() < ops_.size() + 1) {
+      cudaEvent_t e = nullptr;
+      if (cudaEventCreate(&e) != cudaSuccess) return LaunchError(cudaGetLastError(), "profile event");
+      events_.push_back(e);
+    }
+    profiled_.clear();
+    profiled_rows_ = shape_.empty() ? 0 : static_cast<int64_t>(shape_[0]);
+    cudaEventRecord(events_[0], stream_);
+  }
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    const Op& op = ops_[i];
     const cudaError_t e = op.matvec ? MatVec(op.job, op.x, op.xq, op.n, stream_) : op.launch(stream_);
     if (e != cudaSuccess) return LaunchError(e, op.what);
+    if (timed) {
+      cudaEventRecord(events_[i + 1], stream_);
+      profiled_.push_back(OpLabel(op));
+    }
   }
   return Status::Ok();
+}
+
+void StepQueue::ReportProfile() {
+  if (profiled_.empty()) return;
+  std::map<std::string, std::pair<double, int64_t>> by_label;
+  double total = 0;
+  for (size_t i = 0; i < profiled_.size(); ++i) {
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, events_[i], events_[i + 1]) != cudaSuccess) {
+      (void)cudaGetLastError();
+      break;
+    }
+    auto& [sum, count] = by_label[profiled_[i]];
+    sum += ms;
+    ++count;
+    total += ms;
+  }
+  std::vector<std::pair<double, std::string>> order;
+  for (const auto& [label, v] : by_label)
+    order.emplace_back(v.first, fmt::format("{} {:.3f} ms x{}", label, v.first, v.second));
+  std::sort(order.rbegin(), order.rend());
+  std::string line =
+      fmt::format("CUDA step of {} rows: {} ops, {:.3f} ms:", profiled_rows_, profiled_.size(), total);
+  for (const auto& [ms, text] : order) line += " | " + text;
+  FAK_LOG_DEBUG("{}", line);
+  profiled_.clear();
 }
 
 Status StepQueue::End(const std::function<cudaError_t()>& before) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <list>
+#include <string>
 #include <vector>
 
 #include "backends/cuda/kernels.h"  // MatVecJob
@@ -59,6 +60,11 @@ class StepQueue {
   int64_t graphs_captured() const { return captured_; }
   int64_t graphs_replayed() const { return replayed_; }
 
+  // With FAK_CUDA_PROFILE=1 every step runs op by op with an event after each op, and this (called once
+  // the stream has drained) logs at debug level the step's time per kind of op: kernel time and the
+  // gaps between kernels, as the stream saw them.
+  void ReportProfile();
+
  private:
   struct Op {
     const char* what = "";
@@ -78,6 +84,7 @@ class StepQueue {
 
   Status LaunchAll();
   std::vector<uint64_t> StepKey() const;
+  static std::string OpLabel(const Op& op);
 
   cudaStream_t stream_;
   float* split_ = nullptr;
@@ -87,6 +94,10 @@ class StepQueue {
   std::vector<Op> ops_;
   std::list<Graph> graphs_;  // most recently used first
   int64_t captured_ = 0, replayed_ = 0;
+  bool profile_ = false;
+  std::vector<cudaEvent_t> events_;    // events_[0] before the first op, events_[i + 1] after op i
+  std::vector<std::string> profiled_;  // the labels of the ops the events time
+  int64_t profiled_rows_ = 0;
 };
 
 }  // namespace fak::cuda
