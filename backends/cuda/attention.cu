@@ -315,20 +315,40 @@ __global__ void __launch_bounds__(kTile* kHeads)
 // One block of kTile threads each.
 __global__ void __launch_bounds__(kTile) CombineChunks(DeviceBatch b, const float* part, int64_t n_head,
                                                        int64_t hd, float* out, int8_t* oq, float* od) {
+  __shared__ float weight[kAttnMaxChunks];  // each chunk's exp(max_c - max)
+  __shared__ float norm;
   const int64_t row = blockIdx.x, head = blockIdx.y;
-  const int64_t n_chunks = AttnChunks(static_cast<int64_t>(b.positions[row]) + 1);
+  const int n_chunks = static_cast<int>(AttnChunks(static_cast<int64_t>(b.positions[row]) + 1));
   if (n_chunks == 1) return;  // written by the attention kernel
   AfterPrevious();
   const float* pr = part + (row * n_head + head) * kAttnMaxChunks * (hd + 2);
-  float mx = -FLT_MAX;
-  for (int64_t c = 0; c < n_chunks; ++c) mx = fmaxf(mx, pr[c * (hd + 2) + hd]);
-  float l = 0.0f;
-  for (int64_t c = 0; c < n_chunks; ++c)
-    l = __fmaf_rn(pr[c * (hd + 2) + hd + 1], expf(pr[c * (hd + 2) + hd] - mx), l);
+  // The chunks' maxima and normalizers are read at once (one load each, in flight together), then
+  // folded in chunk order as before.
+  if (threadIdx.x < 32) {
+    const int c = static_cast<int>(threadIdx.x);
+    const float mc = c < n_chunks ? pr[c * (hd + 2) + hd] : -FLT_MAX;
+    const float lc = c < n_chunks ? pr[c * (hd + 2) + hd + 1] : 0.0f;
+    float mx = mc;
+#pragma unroll
+    for (int m = 16; m > 0; m >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, m));
+    const float w = expf(mc - mx);
+    if (c < n_chunks) weight[c] = w;
+    float l = 0.0f;
+    for (int k = 0; k < n_chunks; ++k)
+      l = __fmaf_rn(__shfl_sync(0xffffffffu, lc, k), __shfl_sync(0xffffffffu, w, k), l);
+    if (c == 0) norm = l;
+  }
+  __syncthreads();
+  const float l = norm;
   for (int64_t i = threadIdx.x; i < hd; i += kTile) {  // hd is a multiple of 32: whole warps
+    float v[kAttnMaxChunks];
+#pragma unroll
+    for (int c = 0; c < kAttnMaxChunks; ++c) v[c] = c < n_chunks ? pr[c * (hd + 2) + i] : 0.0f;
     float a = 0.0f;
-    for (int64_t c = 0; c < n_chunks; ++c)
-      a = __fmaf_rn(pr[c * (hd + 2) + i], expf(pr[c * (hd + 2) + hd] - mx), a);
+#pragma unroll
+    for (int c = 0; c < kAttnMaxChunks; ++c) {
+      if (c < n_chunks) a = __fmaf_rn(v[c], weight[c], a);
+    }
     StoreOutput(__fdiv_rn(a, l), row * n_head * hd + head * hd + i, out, oq, od);
   }
 }
