@@ -13,11 +13,40 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_test_util.h"
+#include "backends/cuda/kernels.h"
 #include "backends/cuda/weights.h"
 #include "quant/codec.h"
 
 namespace fak::cuda_test {
 namespace {
+
+// How a batch's rows are cut into the tensor-core attention's groups (host code: runs without a GPU).
+// A group is a run of consecutive rows of one sequence, at most kAttnGroupRows long, whose contexts
+// share one chunk length; each carries its sequence's first position in the batch.
+TEST(CudaHost, AttentionGroupsFollowSequencesChunkLengthsAndTheCap) {
+  using Groups = std::vector<int32_t>;
+  // Two decode rows of sequences 0 and 1, then a 20-row prompt chunk of sequence 2.
+  std::vector<int32_t> pos = {40, 7}, seq = {0, 1};
+  for (int32_t p = 100; p < 120; ++p) pos.push_back(p), seq.push_back(2);
+  Groups g;
+  EXPECT_EQ(cuda::AttnGroups(pos.data(), seq.data(), std::ssize(pos), 3, &g), cuda::kAttnGroupRows);
+  EXPECT_EQ(g, (Groups{0, 1, 40, 1, 1, 7, 2, 16, 100, 18, 4, 100}));
+  // A sequence's rows apart in the batch: separate groups, each with the sequence's first position.
+  pos = {9, 3, 10}, seq = {1, 0, 1};
+  g.clear();
+  EXPECT_EQ(cuda::AttnGroups(pos.data(), seq.data(), 3, 2, &g), 1);
+  EXPECT_EQ(g, (Groups{0, 1, 9, 1, 1, 3, 2, 1, 9}));
+  // Contexts whose chunk length differs (4,096 positions: 256; 4,097: 384) start a new group.
+  static_assert(cuda::AttnChunkLen(4096) != cuda::AttnChunkLen(4097));
+  pos = {4093, 4094, 4095, 4096, 4097}, seq = {0, 0, 0, 0, 0};
+  g.clear();
+  EXPECT_EQ(cuda::AttnGroups(pos.data(), seq.data(), 5, 1, &g), 3);
+  EXPECT_EQ(g, (Groups{0, 3, 4093, 3, 2, 4093}));
+  // No rows: no groups.
+  g.clear();
+  EXPECT_EQ(cuda::AttnGroups(pos.data(), seq.data(), 0, 1, &g), 0);
+  EXPECT_TRUE(g.empty());
+}
 
 TEST(CudaWeights, DeviceLayoutsMeanWhatTheGgufRowsMean) {
   for (GgmlType t :
