@@ -441,7 +441,7 @@ cudaError_t Attention(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, c
     return cudaErrorInvalidValue;
   const bool split = AttnPartFloats(rows, n_head, kv.head_dim, max_ctx) > 0;
   if (split && part == nullptr) return cudaErrorInvalidValue;
-  const int64_t chunks = split ? AttnChunks(max_ctx) : 1;
+  const int64_t chunks = split ? AttnGridChunks(max_ctx) : 1;
   cudaError_t e = cudaSuccess;
   if (AttnOnTensorCores(kv.f32, kv.head_dim, n_head / kv.n_kv_head)) {
     if (b.attn_groups == nullptr) return cudaErrorInvalidValue;

@@ -165,7 +165,7 @@ void CudaBackend::Attention(int32_t kv, int64_t layer, Tensor q, float scale, Te
   Queue("Attention",
         {U(view.page_ptr), U(layer), U(qs), U(rows), U(n_head), scale_bits, U(os), U(oq), U(od),
          U(b.positions), U(b.pages), U(b.attn_groups), U(n_groups), U(group_rows), U(part),
-         U(part_floats > 0 ? AttnChunks(max_ctx) : 1)},
+         U(part_floats > 0 ? AttnGridChunks(max_ctx) : 1)},
         [=](cudaStream_t s) {
           return fak::cuda::Attention(view, b, layer, qs, rows, n_head, scale, os, oq, od, max_ctx, part,
                                       n_groups, group_rows, s);

@@ -4,9 +4,11 @@
 // in cuda_model_test.cpp. On a machine without a GPU each test says "skipped: no GPU".
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <tuple>
 
@@ -46,6 +48,17 @@ TEST(CudaHost, AttentionGroupsFollowSequencesChunkLengthsAndTheCap) {
   g.clear();
   EXPECT_EQ(cuda::AttnGroups(pos.data(), seq.data(), 0, 1, &g), 0);
   EXPECT_TRUE(g.empty());
+}
+
+// The grid's chunk count covers every row of a batch: the most chunks of any context up to the
+// longest (a row at 4,096 positions has 16 chunks, one at 4,097 only 11).
+TEST(CudaHost, AttentionGridHasEveryShorterRowsChunks) {
+  int64_t most = 0;
+  for (int64_t ctx = 1; ctx <= 70000; ++ctx) {
+    most = std::max(most, cuda::AttnChunks(ctx));
+    ASSERT_EQ(cuda::AttnGridChunks(ctx), most) << "context " << ctx;
+  }
+  EXPECT_GT(cuda::AttnChunks(4096), cuda::AttnChunks(4097));
 }
 
 TEST(CudaWeights, DeviceLayoutsMeanWhatTheGgufRowsMean) {
@@ -253,6 +266,65 @@ TEST(CudaOps, AttentionOverLongContextsMatchesTheCpuBackend) {
     EXPECT_LT(err, f32 ? 2e-6 : 1e-3);
     RecordProperty(f32 ? "attention_error_f32_cache" : "attention_error", fmt::format("{:.3g}", err));
   }
+}
+
+// Rows whose chunks differ in length inside one batch (contexts 4,095, 4,096 and 4,097: chunks of 256,
+// 256 and 384 positions, 16, 16 and 11 of them), three sequences over one cache: each row the same bits
+// as alone.
+TEST(CudaOps, AttentionRowsOfDifferentChunkLengthsShareABatch) {
+  SKIP_WITHOUT_GPU();
+  Pair be;
+  ASSERT_TRUE(be.gpu);
+  const int64_t n = 4097, pt = 16, hd = 128, n_head = 12, n_kv = 2, width = n_head * hd;
+  Backend& b = *be.gpu;
+  const OneSeq seq(n, pt);
+  const Tensor kt = Upload(b, Random(static_cast<size_t>(n * n_kv * hd), 41), n, n_kv * hd, seq.plan());
+  const Tensor vt = Upload(b, Random(static_cast<size_t>(n * n_kv * hd), 42), n, n_kv * hd, seq.plan());
+  auto kv = b.CreateKv({.n_layer = 1, .n_kv_head = n_kv, .head_dim = hd, .page_tokens = pt}, 300);
+  ASSERT_TRUE(kv.ok());
+  ASSERT_TRUE(b.GrowKv(*kv, static_cast<int64_t>(seq.pages.size())).ok());
+  b.SetBatch(seq.plan());
+  b.KvWrite(*kv, 0, kt, vt);
+  ASSERT_TRUE(b.Synchronize().ok());
+  const int32_t positions[] = {4095, 4094, 4096};  // the longest last; the first has the most chunks
+  const std::vector<float> qv = Random(static_cast<size_t>(3 * width), 43);
+  // The batch first, so no partials of the rows alone are left where its rows' would be.
+  OneSeq three(3, pt);
+  three.positions.assign(std::begin(positions), std::end(positions));
+  three.row_seq = {0, 1, 2};
+  three.pages.clear();
+  three.page_begin = {0};
+  for (int s = 0; s < 3; ++s) {
+    three.pages.insert(three.pages.end(), seq.pages.begin(), seq.pages.end());
+    three.page_begin.push_back(static_cast<int32_t>(three.pages.size()));
+  }
+  const Tensor q3 = Upload(b, qv, 3, width, three.plan());
+  auto o3 = b.Alloc(3, width);
+  ASSERT_TRUE(o3.ok());
+  b.SetBatch(three.plan());
+  b.Attention(*kv, 0, q3, 0.088f, *o3);
+  const std::vector<float> batch = Fetch(b, *o3);
+  for (int r = 0; r < 3; ++r) {
+    OneSeq one(1, pt);
+    one.positions = {positions[r]};
+    one.pages = seq.pages;
+    one.page_begin = seq.page_begin;
+    const std::vector<float> qr(qv.begin() + r * width, qv.begin() + (r + 1) * width);
+    const Tensor q1 = Upload(b, qr, 1, width, one.plan());
+    auto o1 = b.Alloc(1, width);
+    ASSERT_TRUE(o1.ok());
+    b.SetBatch(one.plan());
+    b.Attention(*kv, 0, q1, 0.088f, *o1);
+    const std::vector<float> got = Fetch(b, *o1);
+    EXPECT_EQ(std::memcmp(got.data(), &batch[static_cast<size_t>(r * width)], got.size() * 4), 0)
+        << "position " << positions[r];
+    b.Free(q1);
+    b.Free(*o1);
+  }
+  b.Free(q3);
+  b.Free(*o3);
+  b.Free(kt);
+  b.Free(vt);
 }
 
 // A row's MatMul result is the same bits alone and inside batches of any size: batches of 16 rows or

@@ -156,6 +156,12 @@ FAK_HOST_DEVICE constexpr int64_t AttnChunkLen(int64_t ctx) {
 FAK_HOST_DEVICE constexpr int64_t AttnChunks(int64_t ctx) {
   return (ctx + AttnChunkLen(ctx) - 1) / AttnChunkLen(ctx);
 }
+// The most chunks of any context up to max_ctx: the grid of a batch whose longest context is max_ctx.
+// AttnChunks itself is not monotonic (16 chunks of 256 positions at 4,096, 11 of 384 at 4,097), so a
+// shorter row of the batch may have more chunks than the longest.
+FAK_HOST_DEVICE constexpr int64_t AttnGridChunks(int64_t max_ctx) {
+  return max_ctx <= kAttnMaxChunks * kAttnTile * kAttnMinChunkTiles ? AttnChunks(max_ctx) : kAttnMaxChunks;
+}
 // Floats of the chunk partials Attention needs for `rows` rows whose longest context is max_ctx; 0 when
 // no row has more than one chunk.
 FAK_HOST_DEVICE constexpr int64_t AttnPartFloats(int64_t rows, int64_t n_head, int64_t head_dim,
