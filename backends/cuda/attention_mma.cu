@@ -9,15 +9,18 @@
 // positions past the item's context masked, an online softmax (the tile's maximum, probabilities
 // exp(s - max) rounded to f16, their sum taken from the rounded values in a fixed order), and the tile's
 // P . V computed from zero and added as acc * alpha + PV. An item whose context ends before a tile
-// skips the tile's updates, so its state is what it would be alone.
+// skips the tile's updates, so its state is what it would be alone; inside a tile, its positions past
+// its context weigh values of the group's later rows by exactly 0 (finite values: a model whose values
+// overflowed is stopped by the finiteness checks, and positions past the chunk are zeros).
 //
 // Every value an item's result depends on (its q, its sequence's keys and values, tile and chunk
 // bounds at fixed multiples of 64 positions and of its chunk length) is the same whatever else the
-// block computes: the tensor cores compute each output element from its own row and column. A row's
+// block computes: the tensor cores compute each output element from its own row and column (what the
+// hardware does; PTX does not state it, and the alone-and-in-a-batch tests check it). A row's
 // result is therefore the same bits alone, as a decode row, and inside any prefill chunk or batch.
 //
 // Napkin math (H200, 1.5B geometry, 256 prompt rows over a 2,048-position cache): 256 x 12 heads x
-// 2,048 positions x 128 dims x 2 (keys and values) = 1.6 G multiply-adds per layer, ~2 us of the tensor
+// 2,048 positions x 128 dims x 2 (keys and values) = 1.6 G multiply-adds per layer, ~3 us at the tensor
 // cores' mma.sync rate against ~0.7 ms of f32 FMAs in the staged kernel of attention.cu.
 #include <cuda_fp16.h>
 
@@ -95,7 +98,7 @@ struct Smem {
   static constexpr int kBytes = 2 * 2 * kTileHalves * 2;  // two buffers of keys and values
 };
 
-// Per tile: the items' scores for 8-position column tiles [j0, j0 + nj) as s[j - j0], scaled, with the
+// Per tile: the items' scores for 8-position column tiles [j0, j0 + kJ) as s[j - j0], scaled, with the
 // positions past each item's end at -FLT_MAX; returns the lane's maxima of both items.
 template <int kHd, int kJ>
 __device__ __forceinline__ void Scores(const __half* kb, const uint32_t (&qa)[kHd / 16][4], const Lane& ln,
@@ -169,7 +172,7 @@ __device__ __forceinline__ void AddValues(const __half* vb, const uint32_t (&pa)
   }
 }
 
-// Writes the lane's dims of both items, column tiles [d0, d0 + nd) (nd a multiple of 4: whole 32-dim
+// Writes the lane's dims of both items, column tiles [d0, d0 + kD) (kD a multiple of 4: whole 32-dim
 // shadow blocks): an item of one chunk its output and shadow, an item of several its partials.
 template <int kHd, int kD>
 __device__ __forceinline__ void Finish(const float (&acc)[kD][4], int d0, const float (&m)[2],
