@@ -3,9 +3,10 @@
 //
 // A block computes one attention group (kernels.h: up to 16 consecutive rows of one sequence) for one
 // KV head and one chunk of positions. Its items are the group's (row, query head) pairs of that KV
-// head, 16 per warp as the rows of the mma tiles; the chunk's keys and values are copied into shared
-// memory 64 positions at a time (cp.async, the next tile while this one is computed) once for every
-// item. Per tile and item: scores S = q . k over the head dims (q rounded to f16) times the scale,
+// head, 16 per warp as the rows of the mma tiles (WarpItems; a group of at most 16 items, a decode
+// row's, instead shares its one tile over kHd / 32 warps: SplitTile); the chunk's keys and values are copied
+// into shared memory 64 positions at a time (cp.async, the next tile while this one is computed) once for
+// every item. Per tile and item: scores S = q . k over the head dims (q rounded to f16) times the scale,
 // positions past the item's context masked, an online softmax (the tile's maximum, probabilities
 // exp(s - max) rounded to f16, their sum taken from the rounded values in a fixed order), and the tile's
 // P . V computed from zero and added as acc * alpha + PV. An item whose context ends before a tile
