@@ -401,8 +401,9 @@ void Scheduler::StepOnce() {
   ++steps_;
   const bool trace = GetLogLevel() <= LogLevel::kDebug;
   const auto t0 = trace ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  const size_t n_decode = static_cast<size_t>(
-      std::count_if(in_batch.begin(), in_batch.end(), [](const Job* j) { return j->decoding; }));
+  // Counted before the step, which turns prompts into decoding requests and ends others.
+  const auto n_decode =
+      trace ? std::count_if(in_batch.begin(), in_batch.end(), [](const Job* j) { return j->decoding; }) : 0;
   Status s = rt_.Forward(work_);
   const auto t1 = trace ? std::chrono::steady_clock::now() : t0;
   if (!s.ok()) {

@@ -226,6 +226,22 @@ __device__ __forceinline__ void Finish(const float (&acc)[kD][4], int d0, const 
   }
 }
 
+// One step of the tiles' double buffering: starts the copy of the tile after t0 into the other buffer
+// (last read in the tile before this one; past the chunk's end, an empty copy group), waits for t0's
+// tile in buffer buf, and returns its keys (its values follow them).
+template <int kHd, typename Issue>
+__device__ __forceinline__ const __half* AwaitTile(const __half* staged, int t0, int end, int buf,
+                                                   Issue& issue) {
+  if (t0 + kPos < end) {
+    issue(t0 + kPos, buf ^ 1);
+  } else {
+    CopyCommit();
+  }
+  CopyWait<1>();
+  __syncthreads();
+  return staged + buf * 2 * Smem<kHd>::kTileHalves;
+}
+
 // Groups of more than 16 items (prompt rows): warp w computes items 16w .. 16w + 15 whole.
 template <int kHd, typename Issue>
 __device__ __forceinline__ void WarpItems(const __half* staged, const uint32_t (&qa)[kHd / 16][4],
@@ -238,14 +254,7 @@ __device__ __forceinline__ void WarpItems(const __half* staged, const uint32_t (
   for (int d = 0; d < kHd / 8; ++d) acc[d][0] = acc[d][1] = acc[d][2] = acc[d][3] = 0.0f;
   int buf = 0;
   for (int t0 = it.begin; t0 < it.end; t0 += kPos, buf ^= 1) {
-    if (t0 + kPos < it.end) {
-      issue(t0 + kPos, buf ^ 1);  // its buffer was last read in the tile before this one
-    } else {
-      CopyCommit();
-    }
-    CopyWait<1>();
-    __syncthreads();
-    const __half* kb = staged + buf * 2 * kTileHalves;
+    const __half* kb = AwaitTile<kHd>(staged, t0, it.end, buf, issue);
     float s[kNTiles][4], mx[2];
     Scores<kHd, kNTiles>(kb, qa, ln, it, t0, 0, scale, s, mx);
     bool live[2];
@@ -304,14 +313,7 @@ __device__ __forceinline__ void SplitTile(const __half* staged, __half* ps, floa
   for (int d = 0; d < 4; ++d) acc[d][0] = acc[d][1] = acc[d][2] = acc[d][3] = 0.0f;
   int buf = 0;
   for (int t0 = it.begin; t0 < it.end; t0 += kPos, buf ^= 1) {
-    if (t0 + kPos < it.end) {
-      issue(t0 + kPos, buf ^ 1);
-    } else {
-      CopyCommit();
-    }
-    CopyWait<1>();
-    __syncthreads();
-    const __half* kb = staged + buf * 2 * kTileHalves;
+    const __half* kb = AwaitTile<kHd>(staged, t0, it.end, buf, issue);
     float s[kJ][4], mx[2];
     if (computes) {
       Scores<kHd, kJ>(kb, qa, ln, it, t0, w * kJ, scale, s, mx);

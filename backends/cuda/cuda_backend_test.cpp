@@ -175,6 +175,26 @@ TEST(CudaOps, NormRopeSwiGluAttentionMatchTheCpuBackend) {
   }
 }
 
+// Attention (layer 0, scale 0.088) of one query row q at `position` of the sequence whose pages `seq`
+// holds, as a batch of that row alone; empty when the output could not be allocated.
+std::vector<float> AttendAlone(Backend& b, int32_t kv, const OneSeq& seq, int32_t position,
+                               const std::vector<float>& q) {
+  OneSeq one(1, 1);  // one row, over seq's page table
+  one.positions = {position};
+  one.pages = seq.pages;
+  one.page_begin = seq.page_begin;
+  const auto width = static_cast<int64_t>(q.size());
+  const Tensor q1 = Upload(b, q, 1, width, one.plan());
+  auto o1 = b.Alloc(1, width);
+  if (!o1.ok()) return {};
+  b.SetBatch(one.plan());
+  b.Attention(kv, 0, q1, 0.088f, *o1);
+  std::vector<float> got = Fetch(b, *o1);
+  b.Free(q1);
+  b.Free(*o1);
+  return got;
+}
+
 // Attention of a row alone (a decode row: one group of one row, its first tile copied before the
 // previous kernel ends) and inside a prompt of 1,300 rows (groups of 16 rows, keys and values staged once
 // for all their query heads, contexts of up to six chunks): the same bits, for head sizes 64 and 128 and
@@ -208,21 +228,11 @@ TEST(CudaOps, AttentionRowsAreBitIdenticalAloneAndInABatch) {
     const std::vector<float> qv = Fetch(b, q);
     for (int64_t r : {int64_t{0}, int64_t{17}, int64_t{139}, int64_t{299}, int64_t{511}, int64_t{512},
                       int64_t{777}, int64_t{1299}}) {
-      OneSeq one(1, pt);
-      one.positions = {static_cast<int32_t>(r)};
-      one.pages = seq.pages;
-      one.page_begin = seq.page_begin;
       const std::vector<float> qr(qv.begin() + r * n_head * hd, qv.begin() + (r + 1) * n_head * hd);
-      const Tensor q1 = Upload(b, qr, 1, n_head * hd, one.plan());
-      auto o1 = b.Alloc(1, n_head * hd);
-      ASSERT_TRUE(o1.ok());
-      b.SetBatch(one.plan());
-      b.Attention(*kv, 0, q1, 0.088f, *o1);
-      const std::vector<float> got = Fetch(b, *o1);
+      const std::vector<float> got = AttendAlone(b, *kv, seq, static_cast<int32_t>(r), qr);
+      ASSERT_EQ(std::ssize(got), n_head * hd);
       EXPECT_EQ(std::memcmp(got.data(), &batch[static_cast<size_t>(r * n_head * hd)], got.size() * 4), 0)
           << "row " << r;
-      b.Free(q1);
-      b.Free(*o1);
     }
     b.Free(q);
     b.Free(kt);
@@ -305,21 +315,11 @@ TEST(CudaOps, AttentionRowsOfDifferentChunkLengthsShareABatch) {
   b.Attention(*kv, 0, q3, 0.088f, *o3);
   const std::vector<float> batch = Fetch(b, *o3);
   for (int r = 0; r < 3; ++r) {
-    OneSeq one(1, pt);
-    one.positions = {positions[r]};
-    one.pages = seq.pages;
-    one.page_begin = seq.page_begin;
     const std::vector<float> qr(qv.begin() + r * width, qv.begin() + (r + 1) * width);
-    const Tensor q1 = Upload(b, qr, 1, width, one.plan());
-    auto o1 = b.Alloc(1, width);
-    ASSERT_TRUE(o1.ok());
-    b.SetBatch(one.plan());
-    b.Attention(*kv, 0, q1, 0.088f, *o1);
-    const std::vector<float> got = Fetch(b, *o1);
+    const std::vector<float> got = AttendAlone(b, *kv, seq, positions[r], qr);
+    ASSERT_EQ(std::ssize(got), width);
     EXPECT_EQ(std::memcmp(got.data(), &batch[static_cast<size_t>(r * width)], got.size() * 4), 0)
         << "position " << positions[r];
-    b.Free(q1);
-    b.Free(*o1);
   }
   b.Free(q3);
   b.Free(*o3);

@@ -40,10 +40,14 @@ void StepQueue::ForgetGraphsUsing(uint64_t begin, uint64_t end) {
   }
 }
 
+bool StepQueue::ProfileEnabled() {
+  const char* v = std::getenv("FAK_CUDA_PROFILE");
+  return v != nullptr && v[0] == '1';
+}
+
 void StepQueue::Begin(std::vector<uint64_t> shape, bool graph) {
   ops_.clear();
   shape_ = std::move(shape);
-  if (const char* v = std::getenv("FAK_CUDA_PROFILE"); v != nullptr && v[0] == '1') profile_ = true;
   graph_ = graph && !profile_;
   in_step_ = true;
 }

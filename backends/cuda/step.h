@@ -22,7 +22,7 @@ class StepQueue {
  public:
   using Launch = std::function<cudaError_t(cudaStream_t)>;
 
-  explicit StepQueue(cudaStream_t stream) : stream_(stream) {}
+  explicit StepQueue(cudaStream_t stream) : stream_(stream), profile_(ProfileEnabled()) {}
   ~StepQueue();
   StepQueue(const StepQueue&) = delete;
   StepQueue& operator=(const StepQueue&) = delete;
@@ -82,6 +82,8 @@ class StepQueue {
   };
   static constexpr size_t kMaxGraphs = 32;
 
+  // FAK_CUDA_PROFILE=1 (read once, when the queue is made).
+  static bool ProfileEnabled();
   Status LaunchAll();
   std::vector<uint64_t> StepKey() const;
   static std::string OpLabel(const Op& op);
