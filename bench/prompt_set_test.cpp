@@ -67,6 +67,7 @@ TEST(PromptSet, BadLinesAreNamed) {
   s = LoadPromptSet(path.string());
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("line 1"), std::string::npos);
+  std::filesystem::remove(path);
   EXPECT_FALSE(LoadPromptSet("no/such/prompts-v1.jsonl").ok());
 }
 

@@ -7,14 +7,15 @@
 
 #include <unistd.h>
 
+#include "core/test_temp_dir.h"
 #include "core/timer.h"
 
 namespace fak::bench {
 namespace {
 
 std::string Script(const std::string& name, const std::string& body) {
-  const auto p = std::filesystem::temp_directory_path() /
-                 ("fak_subprocess_test_" + std::to_string(getpid()) + "_" + name + ".sh");
+  static const TestTempDir dir("fak_subprocess_test_");
+  const auto p = dir.path() / (name + ".sh");
   std::ofstream(p) << "#!/bin/sh\n" << body << "\n";
   std::filesystem::permissions(p, std::filesystem::perms::owner_all);
   return p.string();

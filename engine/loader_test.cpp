@@ -118,6 +118,11 @@ class HfLoad : public ::testing::Test {
     weights_ = RandomQwen2Weights(7);
     WriteHf(dir_, weights_, Qwen2Config());
   }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+    fs::remove(dir_.string() + ".gguf", ec);
+  }
   fs::path dir_;
   std::vector<HfTensor> weights_;
   std::vector<int32_t> prompt_ = {3, 17, 200, 45, 9, 128, 77, 255};

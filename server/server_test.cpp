@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/subprocess.h"
+#include "core/test_temp_dir.h"
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -39,12 +40,8 @@ using json = nlohmann::json;
 const std::string kModelId = "tiny";
 
 fs::path TempDir() {
-  static fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("fak-server-test-" + std::to_string(getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
+  static const fak::TestTempDir dir("fak-server-test-");
+  return dir.path();
 }
 
 // A tiny random-weight qwen2 with the Qwen3 tokenizer and chat template, made once per test run.

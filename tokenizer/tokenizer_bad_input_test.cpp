@@ -97,6 +97,7 @@ TEST(TokenizerBadInput, MissingPaths) {
   const std::string dir = testing::TempDir() + "/fak_tok_empty_dir_" + std::to_string(getpid());
   std::filesystem::create_directories(dir);
   t = LoadTokenizer(dir);
+  std::filesystem::remove(dir);
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("tokenizer.json"), std::string::npos);
 }
@@ -139,7 +140,9 @@ Result<Tokenizer> WriteAndLoad(GgufWriter& w, const std::string& name) {
   const std::string path = testing::TempDir() + "/" + std::to_string(getpid()) + "_" + name;
   const Status s = w.Write(path);
   EXPECT_TRUE(s.ok()) << s.ToString();
-  return LoadTokenizer(path);
+  Result<Tokenizer> t = LoadTokenizer(path);
+  std::filesystem::remove(path);
+  return t;
 }
 
 TEST(TokenizerBadInput, TinySpmGgufWorks) {

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/test_temp_dir.h"
+
 namespace fak_cli_test {
 
 namespace fs = std::filesystem;
@@ -38,10 +40,8 @@ inline RunResult RunFak(const std::string& args) {
 }
 
 inline fs::path TempDir() {
-  fs::path d = fs::temp_directory_path() /
-               ("fak_cli_test_" + std::to_string(getpid()));  // ctest runs tests in parallel
-  fs::create_directories(d);
-  return d;
+  static const fak::TestTempDir dir("fak_cli_test_");
+  return dir.path();
 }
 
 inline void WriteBytes(const fs::path& p, const std::vector<uint8_t>& b) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -33,6 +34,7 @@ TEST(TokenizeCli, PrintsPiecesFromFile) {
   const Status s = RunTokenize(o, out);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(out.str(), "151644 '<|im_start|>'\n6023 'hi'\n198 '\\n'\n");
+  std::filesystem::remove(path);
 }
 
 TEST(TokenizeCli, ErrorsNameTheProblem) {

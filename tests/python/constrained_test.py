@@ -17,10 +17,12 @@ Without --model the model is a random-weight one made with `fak synth`; scripts/
 the trained models/qwen3-20m.
 """
 import argparse
+import atexit
 import concurrent.futures
 import json
 import os
 import random
+import shutil
 import string
 import subprocess
 import tempfile
@@ -284,6 +286,7 @@ def main():
     ap.add_argument("--model", default="")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="fak-constrained-test-")
+    atexit.register(shutil.rmtree, tmp, True)
     model = args.model
     if not model:
         model = os.path.join(tmp, "tiny.gguf")

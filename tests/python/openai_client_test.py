@@ -4,7 +4,9 @@ strings, seeds, usage and logprobs. Starts the real server on a free 127.0.0.1 p
 
   build/venv/bin/python tests/python/openai_client_test.py FAK_BINARY
 """
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -16,6 +18,7 @@ from fak_server import start_server
 def main():
     fak = sys.argv[1]
     tmp = tempfile.mkdtemp(prefix="fak-openai-test-")
+    atexit.register(shutil.rmtree, tmp, True)
     model = os.path.join(tmp, "tiny.gguf")
     subprocess.run([fak, "synth", "-g", "tiny", "-t", "q8_0", "--threads", "2", "-o", model], check=True,
                    stdout=subprocess.DEVNULL)
