@@ -1,5 +1,7 @@
 #include "backends/cpu/matmul.h"
 
+#include <algorithm>
+
 #include "backends/cpu/packed.h"  // PackedActivationBytes, QuantizePackedActivations
 #include "core/timer.h"           // NowNanos
 
@@ -42,29 +44,58 @@ void GrowTo(std::vector<uint8_t>& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
 
-// The packed kernels take block-major activations; quantized once per call into a reused buffer.
-const uint8_t* QuantizeForPacked(const QuantMatrix& w, const float* x, int64_t n_tokens, ThreadPool& pool,
-                                 const KernelTable& k, int64_t* quantize_ns) {
-  const int64_t t0 = quantize_ns != nullptr ? NowNanos() : 0;
+// The packed kernels take block-major activations; quantized once per call into a reused buffer, in
+// chunks of `chunk` tokens: chunk c holds tokens [c * chunk, ...) block-major by themselves, at c *
+// PackedActivationBytes(type, cols, chunk).
+const uint8_t* QuantizeForPacked(const QuantMatrix& w, const float* x, int64_t n_tokens, int64_t chunk,
+                                 ThreadPool& pool, const KernelTable& k, int64_t* quantize_ns) {
+  const int64_t start = quantize_ns != nullptr ? NowNanos() : 0;
   static thread_local std::vector<uint8_t> buffer;
   std::vector<uint8_t>& act = buffer;
-  GrowTo(act, PackedActivationBytes(w.type, w.cols, n_tokens) + 64);
+  const int64_t n_chunks = (n_tokens + chunk - 1) / chunk;
+  const size_t chunk_bytes = PackedActivationBytes(w.type, w.cols, chunk);
+  GrowTo(act, chunk_bytes * static_cast<size_t>(n_chunks) + 64);
   uint8_t* a = act.data();
   const QuantizePackedFn quantize = k.quantize_packed[KernelSlot(w.type)];
   pool.ParallelFor(n_tokens, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) quantize(x + t * w.cols, w.cols, t, n_tokens, a);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t c = t / chunk, len = std::min(chunk, n_tokens - c * chunk);
+      quantize(x + t * w.cols, w.cols, t - c * chunk, len, a + static_cast<size_t>(c) * chunk_bytes);
+    }
   });
-  if (quantize_ns != nullptr) *quantize_ns += NowNanos() - t0;
+  if (quantize_ns != nullptr) *quantize_ns += NowNanos() - start;
   return a;
+}
+
+// Tokens per chunk of a packed product: as many as keep a chunk's quantized activations within
+// kChunkBytes, which every 16-row group of the chunk reads again from the core's L2. A 256-token
+// prompt's down projection (8960 columns, 2.6 MB of activations) ran 7-9% faster in 48-token chunks
+// than whole on this machine's 2 MB L2; the 1536-column products (0.44 MB) stay whole, which measured
+// best for them.
+constexpr int64_t kChunkBytes = 512 << 10;
+int64_t TokenChunk(const QuantMatrix& w, int64_t n_tokens) {
+  const auto per_token = static_cast<int64_t>(PackedActivationBytes(w.type, w.cols, 1));
+  return std::min(n_tokens, std::max<int64_t>(16, kChunkBytes / per_token / 16 * 16));
 }
 
 Status MatMulPacked(const QuantMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
                     const KernelTable& k, int64_t* quantize_ns) {
   const int f = KernelSlot(w.type);
   if (k.packed[f] == nullptr) return Internal("matmul: no packed kernel for {}", GgmlTypeName(w.type));
-  const uint8_t* a = QuantizeForPacked(w, x, n_tokens, pool, k, quantize_ns);
-  pool.ParallelForDynamic(w.rows, kPackRows, [&](int64_t r0, int64_t r1) {
-    k.packed[f](w.data, w.cols, a, n_tokens, y, w.rows, r0, r1);
+  const int64_t chunk = TokenChunk(w, n_tokens);
+  const uint8_t* a = QuantizeForPacked(w, x, n_tokens, chunk, pool, k, quantize_ns);
+  const int64_t n_chunks = (n_tokens + chunk - 1) / chunk;
+  const size_t chunk_bytes = PackedActivationBytes(w.type, w.cols, chunk);
+  const int64_t groups = (w.rows + kPackRows - 1) / kPackRows;
+  // Work items (chunk, 16-row group), chunk-major: a thread's consecutive items share their activations.
+  pool.ParallelForDynamic(n_chunks * groups, 1, [&](int64_t i0, int64_t i1) {
+    while (i0 < i1) {
+      const int64_t c = i0 / groups, g0 = i0 % groups, g1 = std::min(groups, g0 + (i1 - i0));
+      const int64_t len = std::min(chunk, n_tokens - c * chunk);
+      k.packed[f](w.data, w.cols, a + static_cast<size_t>(c) * chunk_bytes, len, y + c * chunk * w.rows,
+                  w.rows, g0 * kPackRows, std::min(w.rows, g1 * kPackRows));
+      i0 += g1 - g0;
+    }
   });
   return Status::Ok();
 }
@@ -77,7 +108,7 @@ constexpr int64_t kPackOnTheFlyTokens = 16;
 Status MatMulPackingOnTheFly(const QuantMatrix& w, const float* x, int64_t n_tokens, float* y,
                              ThreadPool& pool, const KernelTable& k, int64_t* quantize_ns) {
   const int f = KernelSlot(w.type);
-  const uint8_t* a = QuantizeForPacked(w, x, n_tokens, pool, k, quantize_ns);
+  const uint8_t* a = QuantizeForPacked(w, x, n_tokens, n_tokens, pool, k, quantize_ns);
   const size_t group_bytes = PackedGroupBytes(w.type, w.cols);
   bool ok = true;
   pool.ParallelForDynamic(w.rows, kPackRows, [&](int64_t r0, int64_t r1) {

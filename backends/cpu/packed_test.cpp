@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -139,8 +140,11 @@ TEST(Packed, MatMulOpMatchesPlainLayout) {
   std::mt19937 rng(7);
   std::normal_distribution<float> g(0.0f, 1.0f);
   ThreadPool pool1(1), pool2(2);
-  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
-    const int64_t rows = 53, cols = 512;
+  // 16384 columns: 20 KB of packed activations per token, so 37 tokens go in chunks of 16, 16 and 5.
+  for (const auto& [type, cols] : {std::pair{GgmlType::kQ8_0, 512}, std::pair{GgmlType::kQ4_K, 512},
+                                   std::pair{GgmlType::kQ6_K, 512}, std::pair{GgmlType::kQ8_0, 16384},
+                                   std::pair{GgmlType::kQ4_K, 16384}, std::pair{GgmlType::kQ6_K, 16384}}) {
+    const int64_t rows = 53;
     const size_t row_bytes = *GgmlRowBytes(type, cols);
     std::vector<float> wf(rows * cols);
     for (auto& v : wf) v = 0.05f * g(rng);
@@ -164,12 +168,13 @@ TEST(Packed, MatMulOpMatchesPlainLayout) {
       ASSERT_TRUE(MatMul(*plain, x.data(), n_tokens, y_ref.data(), pool1, KernelsFor(Isa::kScalar)).ok());
       ASSERT_TRUE(MatMul(*plain, x.data(), n_tokens, y_plain.data(), pool2).ok());
       EXPECT_EQ(std::memcmp(y_ref.data(), y_plain.data(), y1.size() * 4), 0)
-          << GgmlTypeName(type) << " " << n_tokens;
+          << GgmlTypeName(type) << " " << cols << " " << n_tokens;
       ASSERT_TRUE(MatMul(*packed, x.data(), n_tokens, y1.data(), pool1).ok());
       ASSERT_TRUE(MatMul(*packed, x.data(), n_tokens, y2.data(), pool2).ok());
       EXPECT_EQ(std::memcmp(y_plain.data(), y1.data(), y1.size() * 4), 0)
-          << GgmlTypeName(type) << " " << n_tokens;
-      EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * 4), 0) << GgmlTypeName(type) << " " << n_tokens;
+          << GgmlTypeName(type) << " " << cols << " " << n_tokens;
+      EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * 4), 0)
+          << GgmlTypeName(type) << " " << cols << " " << n_tokens;
     }
   }
 }
