@@ -151,6 +151,13 @@ class Backend {
   virtual void Add(Tensor x, Tensor y) = 0;
   // g = silu(g) * u.
   virtual void SiluMul(Tensor g, Tensor u) = 0;
+  // A SwiGLU feed-forward's first half: g = silu(x . gate^T) * (x . up^T), u = x . up^T. The values
+  // of the three calls below, which is what it does where a backend does not fuse them.
+  virtual void MatMulSwiGLU(BoundWeight gate, BoundWeight up, Tensor x, Tensor g, Tensor u) {
+    MatMul(gate, x, g);
+    MatMul(up, x, u);
+    SiluMul(g, u);
+  }
   // Rotates every head (x.cols / head_dim of them) of row r by the batch's positions[r].
   virtual void Rope(Tensor x, int64_t head_dim, int32_t rope) = 0;
   // Stores row r of k and v (n_kv_head * head_dim) at positions[r] of its sequence, layer `layer`.

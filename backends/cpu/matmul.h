@@ -34,4 +34,14 @@ Result<QuantMatrix> MakePackedQuantMatrix(GgmlType type, const void* data, int64
 Status MatMul(const QuantMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
               const KernelTable* table = nullptr, int64_t* quantize_ns = nullptr);
 
+// True when MatMulSwiGLU can fuse gate and up: both packed, of one type and shape.
+bool CanFuseSwiGLU(const QuantMatrix& gate, const QuantMatrix& up);
+// The first half of a SwiGLU feed-forward for CanFuseSwiGLU matrices: g = silu(x . gate^T) * (x . up^T)
+// and u = x . up^T, the bits of MatMul(gate), MatMul(up) and table->silu_mul over the result. The
+// activations are quantized once for both, and each piece of g is passed through silu_mul right after
+// it is computed, while it is still in cache.
+Status MatMulSwiGLU(const QuantMatrix& gate, const QuantMatrix& up, const float* x, int64_t n_tokens,
+                    float* g, float* u, ThreadPool& pool, const KernelTable* table = nullptr,
+                    int64_t* quantize_ns = nullptr);
+
 }  // namespace fak::cpu

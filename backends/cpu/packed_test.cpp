@@ -179,5 +179,65 @@ TEST(Packed, MatMulOpMatchesPlainLayout) {
   }
 }
 
+// A packed matrix of random weights, kept with its storage.
+struct PackedMatrix {
+  std::vector<uint8_t> bytes;
+  QuantMatrix m;
+};
+PackedMatrix RandomPacked(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::normal_distribution<float> g(0.0f, 0.05f);
+  const size_t row_bytes = *GgmlRowBytes(type, cols);
+  std::vector<float> wf(static_cast<size_t>(rows * cols));
+  for (auto& v : wf) v = g(rng);
+  std::vector<uint8_t> wq(row_bytes * static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    EXPECT_TRUE(QuantizeRow(type, wf.data() + r * cols, wq.data() + r * row_bytes, cols).ok());
+  }
+  PackedMatrix p;
+  p.bytes.resize(PackedBytes(type, rows, cols));
+  EXPECT_TRUE(PackMatrix(type, wq.data(), rows, cols, p.bytes.data()).ok());
+  p.m = *MakePackedQuantMatrix(type, p.bytes.data(), rows, cols);
+  return p;
+}
+
+// The fused SwiGLU half gives the bits of its three steps, across chunks of tokens and threads.
+TEST(Packed, SwiGluEqualsItsSteps) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  ThreadPool pool1(1), pool2(2);
+  for (const auto& [type, cols] :
+       {std::pair{GgmlType::kQ8_0, 512}, std::pair{GgmlType::kQ4_K, 512}, std::pair{GgmlType::kQ6_K, 512},
+        std::pair{GgmlType::kQ8_0, 16384}, std::pair{GgmlType::kQ4_K, 16384}}) {
+    const int64_t rows = 53;
+    const PackedMatrix gate = RandomPacked(type, rows, cols, rng), up = RandomPacked(type, rows, cols, rng);
+    ASSERT_TRUE(CanFuseSwiGLU(gate.m, up.m));
+    for (int64_t n_tokens : {1, 11, 37}) {
+      std::vector<float> x(static_cast<size_t>(n_tokens * cols));
+      for (auto& v : x) v = g(rng);
+      const size_t n = static_cast<size_t>(n_tokens * rows);
+      std::vector<float> want_g(n), want_u(n);
+      ASSERT_TRUE(MatMul(gate.m, x.data(), n_tokens, want_g.data(), pool2).ok());
+      ASSERT_TRUE(MatMul(up.m, x.data(), n_tokens, want_u.data(), pool2).ok());
+      Kernels().silu_mul(want_g.data(), want_u.data(), static_cast<int64_t>(n));
+      for (ThreadPool* pool : {&pool1, &pool2}) {
+        std::vector<float> got_g(n, -1.0f), got_u(n, -1.0f);
+        ASSERT_TRUE(MatMulSwiGLU(gate.m, up.m, x.data(), n_tokens, got_g.data(), got_u.data(), *pool).ok());
+        EXPECT_EQ(std::memcmp(want_g.data(), got_g.data(), n * 4), 0)
+            << GgmlTypeName(type) << " " << cols << " " << n_tokens << " threads " << pool->size();
+        EXPECT_EQ(std::memcmp(want_u.data(), got_u.data(), n * 4), 0)
+            << GgmlTypeName(type) << " " << cols << " " << n_tokens << " threads " << pool->size();
+      }
+    }
+  }
+  // Matrices it cannot fuse are refused by name, not computed.
+  const PackedMatrix a = RandomPacked(GgmlType::kQ8_0, 32, 256, rng),
+                     b = RandomPacked(GgmlType::kQ4_K, 32, 256, rng);
+  std::vector<float> x(256), y(32), z(32);
+  EXPECT_FALSE(CanFuseSwiGLU(a.m, b.m));
+  const Status s = MatMulSwiGLU(a.m, b.m, x.data(), 1, y.data(), z.data(), pool1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("q4_k"), std::string::npos) << s.message();
+}
+
 }  // namespace
 }  // namespace fak::cpu

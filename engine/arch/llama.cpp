@@ -188,9 +188,7 @@ class Llama final : public ArchInstance {
       Probe("attention", l, x);
       // FFN block.
       be_.RmsNorm(x, w[kFfnNorm], xn, eps);
-      be_.MatMul(w[kGate], xn, gate);
-      be_.MatMul(w[kUp], xn, up);
-      be_.SiluMul(gate, up);
+      be_.MatMulSwiGLU(w[kGate], w[kUp], xn, gate, up);
       be_.MatMul(w[kDown], gate, o);
       be_.Add(x, o);
       Probe("ffn", l, x);

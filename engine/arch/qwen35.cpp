@@ -285,9 +285,7 @@ class Hybrid final : public ArchInstance {
       Probe("attention", l, x);
       const Tensor g = fg_.Rows(0, n), u = fu_.Rows(0, n);
       be_.RmsNorm(x, layer.w[kPostNorm], xn, eps);
-      be_.MatMul(layer.w[kGate], xn, g);
-      be_.MatMul(layer.w[kUp], xn, u);
-      be_.SiluMul(g, u);
+      be_.MatMulSwiGLU(layer.w[kGate], layer.w[kUp], xn, g, u);
       be_.MatMul(layer.w[kDown], g, o);
       be_.Add(x, o);
       Probe("ffn", l, x);
