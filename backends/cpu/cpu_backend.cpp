@@ -116,7 +116,7 @@ class CpuBackend final : public Backend {
                  static_cast<double>(quantize_ns_) * 1e-6, 100.0 * static_cast<double>(quantize_ns_) / total);
     // Matrix products by shape (weight rows x columns; prompt passes and decode steps apart).
     std::map<std::tuple<int64_t, int64_t, bool>, std::pair<double, int64_t>> by_shape;
-    for (size_t i = 0; i < matrices_.size(); ++i) {
+    for (size_t i = 0; i < matrices_.size() && i < matmul_time_.size(); ++i) {
       for (int multi = 0; multi < 2; ++multi) {
         const MatMulTime& t = matmul_time_[i][multi];
         if (t.calls == 0) continue;

@@ -179,62 +179,74 @@ TEST(Packed, MatMulOpMatchesPlainLayout) {
   }
 }
 
-// A packed matrix of random weights, kept with its storage.
-struct PackedMatrix {
-  std::vector<uint8_t> bytes;
-  QuantMatrix m;
+// A matrix of random weights in both layouts, kept with its storage.
+struct TwoLayouts {
+  std::vector<uint8_t> gguf, packed_bytes;
+  QuantMatrix plain, packed;
 };
-PackedMatrix RandomPacked(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng) {
+TwoLayouts RandomMatrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng) {
   std::normal_distribution<float> g(0.0f, 0.05f);
   const size_t row_bytes = *GgmlRowBytes(type, cols);
   std::vector<float> wf(static_cast<size_t>(rows * cols));
   for (auto& v : wf) v = g(rng);
-  std::vector<uint8_t> wq(row_bytes * static_cast<size_t>(rows));
+  TwoLayouts m;
+  m.gguf.resize(row_bytes * static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
-    EXPECT_TRUE(QuantizeRow(type, wf.data() + r * cols, wq.data() + r * row_bytes, cols).ok());
+    EXPECT_TRUE(QuantizeRow(type, wf.data() + r * cols, m.gguf.data() + r * row_bytes, cols).ok());
   }
-  PackedMatrix p;
-  p.bytes.resize(PackedBytes(type, rows, cols));
-  EXPECT_TRUE(PackMatrix(type, wq.data(), rows, cols, p.bytes.data()).ok());
-  p.m = *MakePackedQuantMatrix(type, p.bytes.data(), rows, cols);
-  return p;
+  m.packed_bytes.resize(PackedBytes(type, rows, cols));
+  EXPECT_TRUE(PackMatrix(type, m.gguf.data(), rows, cols, m.packed_bytes.data()).ok());
+  m.plain = *MakeQuantMatrix(type, m.gguf.data(), rows, cols);
+  m.packed = *MakePackedQuantMatrix(type, m.packed_bytes.data(), rows, cols);
+  return m;
 }
 
-// The fused SwiGLU half gives the bits of its three steps, across chunks of tokens and threads.
+// The fused SwiGLU half gives the bits of its three steps on the GGUF layout (whose products take their
+// activations whole), across chunks of tokens and threads. 530 rows are 34 groups of 16: with 2
+// threads the work ranges start inside one chunk and end in the next.
 TEST(Packed, SwiGluEqualsItsSteps) {
   std::mt19937 rng(11);
   std::normal_distribution<float> g(0.0f, 1.0f);
   ThreadPool pool1(1), pool2(2);
-  for (const auto& [type, cols] :
-       {std::pair{GgmlType::kQ8_0, 512}, std::pair{GgmlType::kQ4_K, 512}, std::pair{GgmlType::kQ6_K, 512},
-        std::pair{GgmlType::kQ8_0, 16384}, std::pair{GgmlType::kQ4_K, 16384}}) {
-    const int64_t rows = 53;
-    const PackedMatrix gate = RandomPacked(type, rows, cols, rng), up = RandomPacked(type, rows, cols, rng);
-    ASSERT_TRUE(CanFuseSwiGLU(gate.m, up.m));
+  struct Case {
+    GgmlType type;
+    int64_t rows, cols;
+  };
+  for (const Case& k :
+       {Case{GgmlType::kQ8_0, 53, 512}, Case{GgmlType::kQ4_K, 53, 512}, Case{GgmlType::kQ6_K, 53, 512},
+        Case{GgmlType::kQ8_0, 53, 16384}, Case{GgmlType::kQ4_K, 53, 16384}, Case{GgmlType::kQ6_K, 53, 16384},
+        Case{GgmlType::kQ8_0, 530, 16384}}) {
+    const TwoLayouts gate = RandomMatrix(k.type, k.rows, k.cols, rng),
+                     up = RandomMatrix(k.type, k.rows, k.cols, rng);
+    ASSERT_TRUE(CanFuseSwiGLU(gate.packed, up.packed));
+    EXPECT_FALSE(CanFuseSwiGLU(gate.plain, up.plain));
     for (int64_t n_tokens : {1, 11, 37}) {
-      std::vector<float> x(static_cast<size_t>(n_tokens * cols));
+      std::vector<float> x(static_cast<size_t>(n_tokens * k.cols));
       for (auto& v : x) v = g(rng);
-      const size_t n = static_cast<size_t>(n_tokens * rows);
+      const size_t n = static_cast<size_t>(n_tokens * k.rows);
       std::vector<float> want_g(n), want_u(n);
-      ASSERT_TRUE(MatMul(gate.m, x.data(), n_tokens, want_g.data(), pool2).ok());
-      ASSERT_TRUE(MatMul(up.m, x.data(), n_tokens, want_u.data(), pool2).ok());
+      ASSERT_TRUE(MatMul(gate.plain, x.data(), n_tokens, want_g.data(), pool2).ok());
+      ASSERT_TRUE(MatMul(up.plain, x.data(), n_tokens, want_u.data(), pool2).ok());
       Kernels().silu_mul(want_g.data(), want_u.data(), static_cast<int64_t>(n));
       for (ThreadPool* pool : {&pool1, &pool2}) {
         std::vector<float> got_g(n, -1.0f), got_u(n, -1.0f);
-        ASSERT_TRUE(MatMulSwiGLU(gate.m, up.m, x.data(), n_tokens, got_g.data(), got_u.data(), *pool).ok());
+        ASSERT_TRUE(
+            MatMulSwiGLU(gate.packed, up.packed, x.data(), n_tokens, got_g.data(), got_u.data(), *pool).ok());
         EXPECT_EQ(std::memcmp(want_g.data(), got_g.data(), n * 4), 0)
-            << GgmlTypeName(type) << " " << cols << " " << n_tokens << " threads " << pool->size();
+            << GgmlTypeName(k.type) << " " << k.rows << "x" << k.cols << " " << n_tokens << " threads "
+            << pool->size();
         EXPECT_EQ(std::memcmp(want_u.data(), got_u.data(), n * 4), 0)
-            << GgmlTypeName(type) << " " << cols << " " << n_tokens << " threads " << pool->size();
+            << GgmlTypeName(k.type) << " " << k.rows << "x" << k.cols << " " << n_tokens << " threads "
+            << pool->size();
       }
     }
   }
   // Matrices it cannot fuse are refused by name, not computed.
-  const PackedMatrix a = RandomPacked(GgmlType::kQ8_0, 32, 256, rng),
-                     b = RandomPacked(GgmlType::kQ4_K, 32, 256, rng);
+  const TwoLayouts a = RandomMatrix(GgmlType::kQ8_0, 32, 256, rng),
+                   b = RandomMatrix(GgmlType::kQ4_K, 32, 256, rng);
   std::vector<float> x(256), y(32), z(32);
-  EXPECT_FALSE(CanFuseSwiGLU(a.m, b.m));
-  const Status s = MatMulSwiGLU(a.m, b.m, x.data(), 1, y.data(), z.data(), pool1);
+  EXPECT_FALSE(CanFuseSwiGLU(a.packed, b.packed));
+  const Status s = MatMulSwiGLU(a.packed, b.packed, x.data(), 1, y.data(), z.data(), pool1);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("q4_k"), std::string::npos) << s.message();
 }
