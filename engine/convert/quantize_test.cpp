@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -24,11 +25,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The running test's name as one path component: a parameterized test's name ends in "/N".
+std::string TestName() {
+  std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  std::replace(name.begin(), name.end(), '/', '_');
+  return name;
+}
+
 class QuantizeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("fak_quantize_test_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("fak_quantize_test_" + std::to_string(::getpid()) + "_" + TestName());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -17,13 +18,19 @@ namespace fak::convert {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The running test's name as one path component: a parameterized test's name ends in "/N".
+std::string TestName() {
+  std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  std::replace(name.begin(), name.end(), '/', '_');
+  return name;
+}
 const char* kTokenizer = "../shared/fixtures/tokenizers/qwen3";
 
 class SynthTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("fak_synth_test_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("fak_synth_test_" + std::to_string(::getpid()) + "_" + TestName());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
