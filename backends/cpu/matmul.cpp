@@ -67,15 +67,16 @@ const uint8_t* QuantizeForPacked(const QuantMatrix& w, const float* x, int64_t n
   return a;
 }
 
-// Tokens per chunk of a packed product: as many as keep a chunk's quantized activations within
-// kChunkBytes, which every 16-row group of the chunk reads again from the core's L2. A 256-token
-// prompt's down projection (8960 columns, 2.6 MB of activations) ran 7-9% faster in 48-token chunks
-// than whole on a Xeon with 2 MB of L2 per core (docs/bench/cpu-scaling.md); the 1536-column products
-// (0.44 MB) stay whole, which measured best for them.
-constexpr int64_t kChunkBytes = 512 << 10;
+// Tokens per chunk of a packed product. Every 16-row group reads the chunk's quantized activations
+// again, from the core's L2 when they fit. Activations of up to kWholeBytes stay whole; larger ones go
+// in chunks of at most kChunkBytes. On a Xeon with 2 MB of L2 per core (docs/bench/cpu-scaling.md) a
+// 256-token prompt's down projection (8960 columns, 2.6 MB of activations) ran 7-9% faster in 48-token
+// chunks than whole, while cutting 0.44 MB (1536 columns) or 0.66 MB (2048) of activations into
+// chunks made those products 2-6% slower.
+constexpr int64_t kWholeBytes = 1 << 20, kChunkBytes = 512 << 10;
 int64_t TokenChunk(const QuantMatrix& w, int64_t n_tokens) {
   const auto per_token = static_cast<int64_t>(PackedActivationBytes(w.type, w.cols, 1));
-  if (per_token <= 0) return n_tokens;
+  if (per_token <= 0 || per_token * n_tokens <= kWholeBytes) return n_tokens;
   return std::min(n_tokens, std::max<int64_t>(16, kChunkBytes / per_token / 16 * 16));
 }
 
