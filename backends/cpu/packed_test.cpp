@@ -140,10 +140,11 @@ TEST(Packed, MatMulOpMatchesPlainLayout) {
   std::mt19937 rng(7);
   std::normal_distribution<float> g(0.0f, 1.0f);
   ThreadPool pool1(1), pool2(2);
-  // 16384 columns: 20 KB of packed activations per token, so 37 tokens go in chunks of 16, 16 and 5.
+  // 32768 columns: 36-40 KB of packed activations per token, so 37 tokens (over 1 MB) go in chunks of
+  // 16, 16 and 5.
   for (const auto& [type, cols] : {std::pair{GgmlType::kQ8_0, 512}, std::pair{GgmlType::kQ4_K, 512},
-                                   std::pair{GgmlType::kQ6_K, 512}, std::pair{GgmlType::kQ8_0, 16384},
-                                   std::pair{GgmlType::kQ4_K, 16384}, std::pair{GgmlType::kQ6_K, 16384}}) {
+                                   std::pair{GgmlType::kQ6_K, 512}, std::pair{GgmlType::kQ8_0, 32768},
+                                   std::pair{GgmlType::kQ4_K, 32768}, std::pair{GgmlType::kQ6_K, 32768}}) {
     const int64_t rows = 53;
     const size_t row_bytes = *GgmlRowBytes(type, cols);
     std::vector<float> wf(rows * cols);
@@ -202,8 +203,9 @@ TwoLayouts RandomMatrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937&
 }
 
 // The fused SwiGLU half gives the bits of its three steps on the GGUF layout (whose products take their
-// activations whole), across chunks of tokens and threads. 530 rows are 34 groups of 16: with 2
-// threads the work ranges start inside one chunk and end in the next.
+// activations whole), across chunks of tokens and threads. 200 rows are 13 groups of 16, so 37 tokens
+// in 3 chunks make 39 work items, claimed 3 at a time with 2 threads: some ranges start inside one
+// chunk and end in the next.
 TEST(Packed, SwiGluEqualsItsSteps) {
   std::mt19937 rng(11);
   std::normal_distribution<float> g(0.0f, 1.0f);
@@ -214,8 +216,8 @@ TEST(Packed, SwiGluEqualsItsSteps) {
   };
   for (const Case& k :
        {Case{GgmlType::kQ8_0, 53, 512}, Case{GgmlType::kQ4_K, 53, 512}, Case{GgmlType::kQ6_K, 53, 512},
-        Case{GgmlType::kQ8_0, 53, 16384}, Case{GgmlType::kQ4_K, 53, 16384}, Case{GgmlType::kQ6_K, 53, 16384},
-        Case{GgmlType::kQ8_0, 530, 16384}}) {
+        Case{GgmlType::kQ8_0, 53, 32768}, Case{GgmlType::kQ4_K, 53, 32768}, Case{GgmlType::kQ6_K, 53, 32768},
+        Case{GgmlType::kQ8_0, 200, 32768}}) {
     const TwoLayouts gate = RandomMatrix(k.type, k.rows, k.cols, rng),
                      up = RandomMatrix(k.type, k.rows, k.cols, rng);
     ASSERT_TRUE(CanFuseSwiGLU(gate.packed, up.packed));
