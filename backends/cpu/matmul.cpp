@@ -72,7 +72,7 @@ const uint8_t* QuantizeForPacked(const QuantMatrix& w, const float* x, int64_t n
 // in chunks of at most kChunkBytes. On a Xeon with 2 MB of L2 per core (docs/bench/cpu-scaling.md) a
 // 256-token prompt's down projection (8960 columns, 2.6 MB of activations) ran 7-9% faster in 48-token
 // chunks than whole, while cutting 0.44 MB (1536 columns) or 0.66 MB (2048) of activations into
-// chunks made those products 2-6% slower.
+// chunks made those products 2-4% slower.
 constexpr int64_t kWholeBytes = 1 << 20, kChunkBytes = 512 << 10;
 int64_t TokenChunk(const QuantMatrix& w, int64_t n_tokens) {
   const auto per_token = static_cast<int64_t>(PackedActivationBytes(w.type, w.cols, 1));
