@@ -3,8 +3,10 @@
 // test processes in parallel, so the process id is part of the name.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -30,5 +32,12 @@ class TestTempDir {
  private:
   std::filesystem::path path_;
 };
+
+// The running test's name as one path component (a parameterized test's name ends in "/N").
+inline std::string TestPathName() {
+  std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  std::replace(name.begin(), name.end(), '/', '_');
+  return name;
+}
 
 }  // namespace fak

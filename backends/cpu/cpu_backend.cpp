@@ -270,12 +270,7 @@ class CpuBackend final : public Backend {
                              profile_ ? &quantize_ns_ : nullptr);
       if (!s.ok()) Fail(std::move(s));
     }
-    if (profile_) {
-      matmul_time_.resize(matrices_.size());
-      MatMulTime& t = matmul_time_[static_cast<size_t>(w.id)][x.rows > 1 ? 1 : 0];
-      t.ns += static_cast<double>(NowNanos() - t0);
-      ++t.calls;
-    }
+    if (profile_) CountMatMul(w, x.rows, static_cast<double>(NowNanos() - t0));
   }
 
   void MatMulSwiGLU(BoundWeight gate, BoundWeight up, Tensor x, Tensor g, Tensor u) override {
@@ -291,13 +286,9 @@ class CpuBackend final : public Backend {
       if (!s.ok()) Fail(std::move(s));
     }
     if (profile_) {  // half to each matrix, one call each: the per-shape table reads as unfused
-      matmul_time_.resize(matrices_.size());
       const double half = static_cast<double>(NowNanos() - t0) / 2;
-      for (const BoundWeight& w : {gate, up}) {
-        MatMulTime& t = matmul_time_[static_cast<size_t>(w.id)][x.rows > 1 ? 1 : 0];
-        t.ns += half;
-        ++t.calls;
-      }
+      CountMatMul(gate, x.rows, half);
+      CountMatMul(up, x.rows, half);
     }
   }
 
@@ -580,6 +571,14 @@ class CpuBackend final : public Backend {
   }
 
   // Times one op when profiling.
+  // One product of matrix w over `rows` activation rows in the per-shape profile table.
+  void CountMatMul(BoundWeight w, int64_t rows, double ns) {
+    matmul_time_.resize(matrices_.size());
+    MatMulTime& t = matmul_time_[static_cast<size_t>(w.id)][rows > 1 ? 1 : 0];
+    t.ns += ns;
+    ++t.calls;
+  }
+
   struct Profile {
     Profile(CpuBackend* b, int op) : b_(b->profile_ ? b : nullptr), op_(op), t0_(b_ ? NowNanos() : 0) {}
     ~Profile() {

@@ -80,34 +80,39 @@ int64_t TokenChunk(const QuantMatrix& w, int64_t n_tokens) {
   return std::min(n_tokens, std::max<int64_t>(16, kChunkBytes / per_token / 16 * 16));
 }
 
-// Calls fn(chunk, tokens, r0, r1) for the (chunk of tokens, 16-row group) items of a packed product,
-// chunk-major and claimed dynamically in runs of consecutive groups, so a thread's consecutive items
-// share their activations.
+// A packed product's work: quantizes x in chunks (TokenChunk) and calls fn(act, t0, len, r0, r1) for
+// every (chunk of tokens [t0, t0 + len), 16-row group) item, act being that chunk's activations. Items
+// go chunk-major and are claimed dynamically in runs of consecutive groups, so a thread's consecutive
+// items share their activations.
 template <typename Fn>
-void ForEachItem(const QuantMatrix& w, int64_t n_tokens, int64_t chunk, ThreadPool& pool, Fn&& fn) {
+Status ForEachPackedItem(const QuantMatrix& w, const float* x, int64_t n_tokens, ThreadPool& pool,
+                         const KernelTable& k, int64_t* quantize_ns, Fn&& fn) {
+  if (k.packed[KernelSlot(w.type)] == nullptr) {
+    return Internal("matmul: no packed kernel for {}", GgmlTypeName(w.type));
+  }
+  const int64_t chunk = TokenChunk(w, n_tokens);
+  const uint8_t* a = QuantizeForPacked(w, x, n_tokens, chunk, pool, k, quantize_ns);
+  const size_t chunk_bytes = PackedActivationBytes(w.type, w.cols, chunk);
   const int64_t n_chunks = (n_tokens + chunk - 1) / chunk;
   const int64_t groups = (w.rows + kPackRows - 1) / kPackRows;
   pool.ParallelForDynamic(n_chunks * groups, 1, [&](int64_t i0, int64_t i1) {
     while (i0 < i1) {
       const int64_t c = i0 / groups, g0 = i0 % groups, g1 = std::min(groups, g0 + (i1 - i0));
-      fn(c, std::min(chunk, n_tokens - c * chunk), g0 * kPackRows, std::min(w.rows, g1 * kPackRows));
+      fn(a + static_cast<size_t>(c) * chunk_bytes, c * chunk, std::min(chunk, n_tokens - c * chunk),
+         g0 * kPackRows, std::min(w.rows, g1 * kPackRows));
       i0 += g1 - g0;
     }
   });
+  return Status::Ok();
 }
 
 Status MatMulPacked(const QuantMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
                     const KernelTable& k, int64_t* quantize_ns) {
-  const int f = KernelSlot(w.type);
-  if (k.packed[f] == nullptr) return Internal("matmul: no packed kernel for {}", GgmlTypeName(w.type));
-  const int64_t chunk = TokenChunk(w, n_tokens);
-  const uint8_t* a = QuantizeForPacked(w, x, n_tokens, chunk, pool, k, quantize_ns);
-  const size_t chunk_bytes = PackedActivationBytes(w.type, w.cols, chunk);
-  ForEachItem(w, n_tokens, chunk, pool, [&](int64_t c, int64_t len, int64_t r0, int64_t r1) {
-    k.packed[f](w.data, w.cols, a + static_cast<size_t>(c) * chunk_bytes, len, y + c * chunk * w.rows, w.rows,
-                r0, r1);
-  });
-  return Status::Ok();
+  const PackedMatMulFn kernel = k.packed[KernelSlot(w.type)];
+  return ForEachPackedItem(w, x, n_tokens, pool, k, quantize_ns,
+                           [&](const uint8_t* act, int64_t t0, int64_t len, int64_t r0, int64_t r1) {
+                             kernel(w.data, w.cols, act, len, y + t0 * w.rows, w.rows, r0, r1);
+                           });
 }
 
 // Prefill on GGUF-layout weights: with this many tokens or more, each 16-row group is packed into a
@@ -188,21 +193,18 @@ Status MatMulSwiGLU(const QuantMatrix& gate, const QuantMatrix& up, const float*
         GgmlTypeName(gate.type), gate.rows, gate.cols, GgmlTypeName(up.type), up.rows, up.cols);
   }
   const KernelTable& k = table != nullptr ? *table : Kernels();
-  const int f = KernelSlot(gate.type);
-  if (k.packed[f] == nullptr) return Internal("matmul: no packed kernel for {}", GgmlTypeName(gate.type));
-  const int64_t chunk = TokenChunk(gate, n_tokens);
-  const uint8_t* a = QuantizeForPacked(gate, x, n_tokens, chunk, pool, k, quantize_ns);
-  const size_t chunk_bytes = PackedActivationBytes(gate.type, gate.cols, chunk);
+  const PackedMatMulFn kernel = k.packed[KernelSlot(gate.type)];
   const int64_t rows = gate.rows;
-  ForEachItem(gate, n_tokens, chunk, pool, [&](int64_t c, int64_t len, int64_t r0, int64_t r1) {
-    const uint8_t* ac = a + static_cast<size_t>(c) * chunk_bytes;
-    float* gc = g + c * chunk * rows;
-    float* uc = u + c * chunk * rows;
-    k.packed[f](gate.data, gate.cols, ac, len, gc, rows, r0, r1);
-    k.packed[f](up.data, up.cols, ac, len, uc, rows, r0, r1);
-    for (int64_t t = 0; t < len; ++t) k.silu_mul(gc + t * rows + r0, uc + t * rows + r0, r1 - r0);
-  });
-  return Status::Ok();
+  return ForEachPackedItem(gate, x, n_tokens, pool, k, quantize_ns,
+                           [&](const uint8_t* act, int64_t t0, int64_t len, int64_t r0, int64_t r1) {
+                             float* gc = g + t0 * rows;
+                             float* uc = u + t0 * rows;
+                             kernel(gate.data, gate.cols, act, len, gc, rows, r0, r1);
+                             kernel(up.data, up.cols, act, len, uc, rows, r0, r1);
+                             for (int64_t t = 0; t < len; ++t) {
+                               k.silu_mul(gc + t * rows + r0, uc + t * rows + r0, r1 - r0);
+                             }
+                           });
 }
 
 }  // namespace fak::cpu

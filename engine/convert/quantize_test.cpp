@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/test_temp_dir.h"  // TestPathName
 #include "engine/convert/random_weights.h"
 #include "engine/model.h"
 #include "engine/session.h"
@@ -25,17 +25,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The running test's name as one path component: a parameterized test's name ends in "/N".
-std::string TestName() {
-  std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  std::replace(name.begin(), name.end(), '/', '_');
-  return name;
-}
-
 class QuantizeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("fak_quantize_test_" + std::to_string(::getpid()) + "_" + TestName());
+    dir_ = fs::temp_directory_path() /
+           ("fak_quantize_test_" + std::to_string(::getpid()) + "_" + TestPathName());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }

@@ -4,11 +4,11 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
 #include "core/sha256.h"
+#include "core/test_temp_dir.h"  // TestPathName
 #include "engine/model.h"
 #include "engine/session.h"
 #include "formats/gguf.h"
@@ -19,18 +19,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The running test's name as one path component: a parameterized test's name ends in "/N".
-std::string TestName() {
-  std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  std::replace(name.begin(), name.end(), '/', '_');
-  return name;
-}
 const char* kTokenizer = "../shared/fixtures/tokenizers/qwen3";
 
 class SynthTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("fak_synth_test_" + std::to_string(::getpid()) + "_" + TestName());
+    dir_ =
+        fs::temp_directory_path() / ("fak_synth_test_" + std::to_string(::getpid()) + "_" + TestPathName());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
