@@ -377,7 +377,9 @@ __device__ __forceinline__ void SplitTile(const __half* staged, __half* ps, floa
   if (computes) Finish<kHd, 4>(acc, 4 * w, m, l, it, ln, n_head, out, oq, od, part);
 }
 
-template <int kHd>
+// kSplitOnly: every group of the launch has at most 16 items (decode rows), so only SplitTile is
+// compiled in: half the code, which a launch of a few blocks fetches cold into each multiprocessor.
+template <int kHd, bool kSplitOnly>
 __global__ void __launch_bounds__(kMaxWarps * 32)
     AttentionMmaKernel(DeviceKv kv, DeviceBatch b, int64_t layer, const float* q, int n_head, float scale,
                        float* out, int8_t* oq, float* od, float* part) {
@@ -393,7 +395,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   const int row0 = grp[0], nrows = grp[1], first_new = grp[2];
   const int kvh = static_cast<int>(blockIdx.y);
   const int group = n_head / static_cast<int>(kv.n_kv_head);
-  const bool split = nrows * group <= 16;
+  const bool split = kSplitOnly || nrows * group <= 16;
   int gctx = 0;
   for (int r = 0; r < nrows; ++r) gctx = max(gctx, b.positions[row0 + r] + 1);
   const int len = static_cast<int>(AttnChunkLen(gctx));  // every row of the group has this one
@@ -459,29 +461,41 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
       qa[k][3] = PackHalves(x[1][1].x, x[1][1].y);
     }
   }
-  if (split) {
+  if constexpr (kSplitOnly) {
+    SplitTile<kHd>(staged, ps, red, qa, ln, it, scale, n_head, out, oq, od, part, issue);
+  } else if (split) {
     SplitTile<kHd>(staged, ps, red, qa, ln, it, scale, n_head, out, oq, od, part, issue);
   } else {
     WarpItems<kHd>(staged, qa, ln, it, scale, n_head, out, oq, od, part, issue);
   }
 }
 
+template <int kHd, bool kSplitOnly>
+cudaError_t LaunchMmaKernel(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q,
+                            int64_t n_head, float scale, float* out, int8_t* oq, float* od, float* part,
+                            const dim3& grid, int64_t warps, cudaStream_t stream) {
+  constexpr int kBytes = Smem<kHd>::kBytes;
+  static const cudaError_t attr = cudaFuncSetAttribute(AttentionMmaKernel<kHd, kSplitOnly>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+  if (attr != cudaSuccess) return attr;
+  return Launch(AttentionMmaKernel<kHd, kSplitOnly>, grid, static_cast<unsigned>(warps * 32), kBytes, stream,
+                kv, b, layer, q, static_cast<int>(n_head), scale, out, oq, od, part);
+}
+
 template <int kHd>
 cudaError_t LaunchMma(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q, int64_t n_head,
                       float scale, float* out, int8_t* oq, float* od, float* part, int64_t n_groups,
                       int64_t group_rows, int64_t chunks, cudaStream_t stream) {
-  constexpr int kBytes = Smem<kHd>::kBytes;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(AttentionMmaKernel<kHd>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
-  if (attr != cudaSuccess) return attr;
   const int64_t group = n_head / kv.n_kv_head;
   // Enough warps for the largest group's items, and at least the kHd / 32 that share a decode tile.
   const int64_t warps = std::max<int64_t>((group_rows * group + 15) / 16, kHd / 32);
   if (warps > kMaxWarps) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(n_groups), static_cast<unsigned>(kv.n_kv_head),
                   static_cast<unsigned>(chunks));
-  return Launch(AttentionMmaKernel<kHd>, grid, static_cast<unsigned>(warps * 32), kBytes, stream, kv, b,
-                layer, q, static_cast<int>(n_head), scale, out, oq, od, part);
+  if (group_rows * group <= 16) {
+    return LaunchMmaKernel<kHd, true>(kv, b, layer, q, n_head, scale, out, oq, od, part, grid, warps, stream);
+  }
+  return LaunchMmaKernel<kHd, false>(kv, b, layer, q, n_head, scale, out, oq, od, part, grid, warps, stream);
 }
 
 }  // namespace
