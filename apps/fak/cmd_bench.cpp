@@ -217,13 +217,17 @@ void RegisterBench(CLI::App& app, Context& ctx) {
       fmt::print("{}\n", docs.size() == 1 ? docs[0].dump(2) : docs.dump(2));
       return;
     }
-    fmt::print("| model | weights | size | threads | isa | test | t/s |\n|---|---|---:|---:|---|---|---:|\n");
+    fmt::print(
+        "| model | weights | size | threads | backend | test | t/s |\n|---|---|---:|---:|---|---|---:|\n");
     for (const auto& d : docs) {
+      // The CPU backend's instruction set, or the other backend's name (its thread count is the host's).
+      const auto backend = d["backend"].get<std::string>();
+      const std::string where = backend == "cpu" ? "cpu " + d["isa"].get<std::string>() : backend;
       for (const auto& r : d["results"]) {
         fmt::print("| {} | {} | {:.2f} GiB | {} | {} | {} | {:.2f} ± {:.2f} |\n", m.config.arch, type,
-                   static_cast<double>(m.weight_bytes) / (1ull << 30), d["threads"].get<int>(),
-                   cpu::IsaName(cpu::Kernels().isa), r["test"].get<std::string>(),
-                   r["tokens_per_second"].get<double>(), r["stddev"].get<double>());
+                   static_cast<double>(m.weight_bytes) / (1ull << 30), d["threads"].get<int>(), where,
+                   r["test"].get<std::string>(), r["tokens_per_second"].get<double>(),
+                   r["stddev"].get<double>());
       }
     }
     fmt::print("\nload {:.2f} s, peak RSS {:.0f} MiB\n", m.load_seconds, PeakRssMiB());
