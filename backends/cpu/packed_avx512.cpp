@@ -214,6 +214,8 @@ inline void UnpackScales(const uint8_t* sb, Q4_KScales* s) {
   s->dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ4_KPackDmin)));
 }
 
+constexpr int kWideQ4_K = 5;  // tiles of this many tokens or more take the two-pass loop below
+
 // 16 rows x T tokens over all super-blocks.
 template <int T>
 inline void TileQ4_K(const uint8_t* group, int64_t nb, const ActQ8_K* act, int64_t n_tokens, float* y,
@@ -228,27 +230,48 @@ inline void TileQ4_K(const uint8_t* group, int64_t nb, const ActQ8_K* act, int64
     const ActQ8_K* a = act + b * n_tokens;
     __m512i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
-    for (int c = 0; c < 4; ++c) {
-      __m512i alo[T], ahi[T];
-      for (int t = 0; t < T; ++t) alo[t] = ahi[t] = _mm512_setzero_si512();
-      for (int k = 0; k < 8; ++k) {
-        if (prefetch) PrefetchLine(sb + kQ4_KPackQs + c * 512 + k * 64 + kPrefetchAhead);
-        const __m512i v = _mm512_loadu_si512(sb + kQ4_KPackQs + c * 512 + k * 64);
-        const __m512i lo = _mm512_and_si512(v, low4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
-        for (int t = 0; t < T; ++t) {
-          if constexpr (T > 1) {
-            alo[t] = DotBcast(alo[t], lo, a[t].qs + 64 * c + 4 * k);
-            ahi[t] = DotBcast(ahi[t], hi, a[t].qs + 64 * c + 32 + 4 * k);
-          } else {  // decode: the separate broadcasts measured 3% faster
-            alo[t] = _mm512_dpbusd_epi32(alo[t], lo, Bcast(a[t].qs + 64 * c + 4 * k));
-            ahi[t] = _mm512_dpbusd_epi32(ahi[t], hi, Bcast(a[t].qs + 64 * c + 32 + 4 * k));
+    if constexpr (T >= kWideQ4_K) {
+      // Wide tiles: the low and then the high nibbles of each 512-byte run, T tokens each (the second
+      // pass finds the run in L1), so 3 T accumulators are live instead of 4 T.
+      for (int c = 0; c < 4; ++c) {
+        for (int h = 0; h < 2; ++h) {
+          __m512i part[T];
+          for (int t = 0; t < T; ++t) part[t] = _mm512_setzero_si512();
+          for (int k = 0; k < 8; ++k) {
+            const uint8_t* line = sb + kQ4_KPackQs + c * 512 + k * 64;
+            if (prefetch && h == 0) PrefetchLine(line + kPrefetchAhead);
+            const __m512i v = _mm512_loadu_si512(line);
+            const __m512i q =
+                h == 0 ? _mm512_and_si512(v, low4) : _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+            for (int t = 0; t < T; ++t) part[t] = DotBcast(part[t], q, a[t].qs + 64 * c + 32 * h + 4 * k);
           }
+          for (int t = 0; t < T; ++t)
+            isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(part[t], s.sc[2 * c + h]));
         }
       }
-      for (int t = 0; t < T; ++t) {
-        isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(alo[t], s.sc[2 * c]),
-                                                             _mm512_mullo_epi32(ahi[t], s.sc[2 * c + 1])));
+    } else {
+      for (int c = 0; c < 4; ++c) {
+        __m512i alo[T], ahi[T];
+        for (int t = 0; t < T; ++t) alo[t] = ahi[t] = _mm512_setzero_si512();
+        for (int k = 0; k < 8; ++k) {
+          if (prefetch) PrefetchLine(sb + kQ4_KPackQs + c * 512 + k * 64 + kPrefetchAhead);
+          const __m512i v = _mm512_loadu_si512(sb + kQ4_KPackQs + c * 512 + k * 64);
+          const __m512i lo = _mm512_and_si512(v, low4);
+          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+          for (int t = 0; t < T; ++t) {
+            if constexpr (T > 1) {
+              alo[t] = DotBcast(alo[t], lo, a[t].qs + 64 * c + 4 * k);
+              ahi[t] = DotBcast(ahi[t], hi, a[t].qs + 64 * c + 32 + 4 * k);
+            } else {  // decode: the separate broadcasts measured 3% faster
+              alo[t] = _mm512_dpbusd_epi32(alo[t], lo, Bcast(a[t].qs + 64 * c + 4 * k));
+              ahi[t] = _mm512_dpbusd_epi32(ahi[t], hi, Bcast(a[t].qs + 64 * c + 32 + 4 * k));
+            }
+          }
+        }
+        for (int t = 0; t < T; ++t) {
+          isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(alo[t], s.sc[2 * c]),
+                                                               _mm512_mullo_epi32(ahi[t], s.sc[2 * c + 1])));
+        }
       }
     }
     for (int t = 0; t < T; ++t) {
@@ -267,7 +290,9 @@ inline void TileQ4_K(const uint8_t* group, int64_t nb, const ActQ8_K* act, int64
   for (int t = 0; t < T; ++t) StoreRows(y + t * ldy, acc[t], mask);
 }
 
-constexpr int kTokensQ4_K = 4;
+// 6 tokens in the two-pass loop: 1536x8960 and 8960x1536 x 256 tokens on 2 threads here 10.3-11.0 ms
+// against 11.4-12.2 for 4 tokens in one pass; 8 tokens 10.7-11.3.
+constexpr int kTokensQ4_K = 6;
 
 template <int T>
 inline void TileQ4_KTail(int count, const uint8_t* group, int64_t nb, const ActQ8_K* act, int64_t n_tokens,
@@ -361,6 +386,51 @@ inline void SuperBlockQ6_K(const uint8_t* sb, const Q6_KScales& s, const BlockQ8
   }
 }
 
+// The same sums for a wide tile of T tokens, sub-block group by sub-block group: pass i unpacks only
+// the groups 16 i + p (one or two of the three loads of each step, found in L1 after the first pass)
+// and feeds T tokens from each, so the unpacking (about 2.25 operations per unpacked vector) is shared
+// by twice as many vpdpbusd as in SuperBlockQ6_K's T = 4, with T + T accumulators live instead of 4 T.
+// The int32 sums are exact, so their order does not change the result.
+constexpr int kWideQ6_K = 5;  // tiles of this many tokens or more take SuperBlockQ6_KWide
+
+template <int T, bool Prefetch>
+inline void SuperBlockQ6_KWide(const uint8_t* sb, const Q6_KScales& s, const BlockQ8_K* a, __m512i isum[T]) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), low6 = _mm512_set1_epi8(0x3F), bits45 = _mm512_set1_epi8(0x30);
+  for (int i = 0; i < 4; ++i) {
+    for (int jj = 0; jj < 4; ++jj) {
+      __m512i acc[T];
+      for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_si512();
+      for (int g = 0; g < 4; ++g) {
+        const int p = 4 * jj + g;
+        const uint8_t* set = sb + kQ6_KPackQuants + p * 192;
+        if constexpr (Prefetch) {
+          if (i == 0) {
+            PrefetchLine(set + kPrefetchAhead);
+            PrefetchLine(set + 64 + kPrefetchAhead);
+            PrefetchLine(set + 128 + kPrefetchAhead);
+          }
+        }
+        __m512i q;
+        if (i == 0) {
+          q = _mm512_and_si512(_mm512_loadu_si512(set), low6);
+        } else if (i == 1) {
+          q = _mm512_and_si512(_mm512_loadu_si512(set + 64), low6);
+        } else if (i == 2) {
+          q = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_loadu_si512(set + 128), low4),
+                                        _mm512_srli_epi16(_mm512_loadu_si512(set), 2), bits45, 0xF8);
+        } else {
+          q = _mm512_ternarylogic_epi32(
+              _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(set + 128), 4), low4),
+              _mm512_srli_epi16(_mm512_loadu_si512(set + 64), 2), bits45, 0xF8);
+        }
+        for (int t = 0; t < T; ++t) acc[t] = DotBcast(acc[t], q, a[t].qs + 4 * (16 * i + p));
+      }
+      for (int t = 0; t < T; ++t)
+        isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(acc[t], s.sc[4 * i + jj]));
+    }
+  }
+}
+
 template <int T>
 inline void TileQ6_K(const uint8_t* group, int64_t nb, const BlockQ8_K* act, int64_t n_tokens, float* y,
                      int64_t ldy, __mmask16 mask, bool prefetch) {
@@ -376,7 +446,13 @@ inline void TileQ6_K(const uint8_t* group, int64_t nb, const BlockQ8_K* act, int
     __m512i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
     // A compile-time choice: the test inside the loop alone slowed prefill by a third.
-    if (prefetch) {
+    if constexpr (T >= kWideQ6_K) {
+      if (prefetch) {
+        SuperBlockQ6_KWide<T, true>(sb, s, a, isum);
+      } else {
+        SuperBlockQ6_KWide<T, false>(sb, s, a, isum);
+      }
+    } else if (prefetch) {
       SuperBlockQ6_K<T, true>(sb, s, a, isum);
     } else {
       SuperBlockQ6_K<T, false>(sb, s, a, isum);
@@ -392,7 +468,10 @@ inline void TileQ6_K(const uint8_t* group, int64_t nb, const BlockQ8_K* act, int
   for (int t = 0; t < T; ++t) StoreRows(y + t * ldy, acc[t], mask);
 }
 
-constexpr int kTokensQ6_K = 4;  // 3, 5 and 6 measured slower
+// 8 tokens through SuperBlockQ6_KWide: 1536x8960 x 256 tokens on 2 threads here 12.7-13.7 ms against
+// 16.1-17.4 for 4 tokens through SuperBlockQ6_K (where 3, 5 and 6 had measured slower than 4); 6 and
+// 12 tokens 12.6-13.8 and 13.4-13.5.
+constexpr int kTokensQ6_K = 8;
 
 template <int T>
 inline void TileQ6_KTail(int count, const uint8_t* group, int64_t nb, const BlockQ8_K* act, int64_t n_tokens,
