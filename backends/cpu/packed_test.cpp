@@ -66,7 +66,9 @@ TEST_P(PackedIsaTest, EqualsReferenceBitForBit) {
       for (int64_t cols : cols_list) {
         const RandomMatrix m = MakeRandomMatrix(type, rows, cols, ++seed);
         const std::vector<uint8_t> packed = Pack(m);
-        for (int64_t n_tokens : {1, 2, 3, 7, 9, 21}) {
+        // Whole tiles and every kind of tail: AVX-512 tiles are 8 (q8_0, q6_k) and 6 (q4_k) tokens, and
+        // k-quant tails of 5 or more tokens take the wide loop (5: q4_k and q6_k; 14: q6_k's 6).
+        for (int64_t n_tokens : {1, 2, 3, 5, 7, 9, 14, 21}) {
           const auto act = MakeRandomActivations(type, n_tokens, cols, ++seed);
           const size_t stride = ActivationRowBytes(type, cols);
           std::vector<uint8_t> pact(PackedActivationBytes(type, cols, n_tokens));
