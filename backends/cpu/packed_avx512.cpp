@@ -214,7 +214,32 @@ inline void UnpackScales(const uint8_t* sb, Q4_KScales* s) {
   s->dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ4_KPackDmin)));
 }
 
-constexpr int kWideQ4_K = 5;  // tiles of this many tokens or more take the two-pass loop below
+// Wide tiles: the low and then the high nibbles of each 512-byte run, T tokens each (the second pass
+// finds the run in L1), so the unpacking is shared by T tokens with 3 T accumulators live (acc, isum and
+// one run's sums) instead of 4 T.
+template <int T>
+inline void SuperBlockQ4_KWide(const uint8_t* sb, const Q4_KScales& s, const ActQ8_K* a, bool prefetch,
+                               __m512i isum[T]) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  for (int c = 0; c < 4; ++c) {
+    for (int h = 0; h < 2; ++h) {
+      __m512i part[T];
+      for (int t = 0; t < T; ++t) part[t] = _mm512_setzero_si512();
+      for (int k = 0; k < 8; ++k) {
+        const uint8_t* line = sb + kQ4_KPackQs + c * 512 + k * 64;
+        if (prefetch && h == 0) PrefetchLine(line + kPrefetchAhead);
+        const __m512i v = _mm512_loadu_si512(line);
+        const __m512i q =
+            h == 0 ? _mm512_and_si512(v, low4) : _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+        for (int t = 0; t < T; ++t) part[t] = DotBcast(part[t], q, a[t].qs + 64 * c + 32 * h + 4 * k);
+      }
+      for (int t = 0; t < T; ++t)
+        isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(part[t], s.sc[2 * c + h]));
+    }
+  }
+}
+
+constexpr int kWideQ4_K = 5;  // tiles of this many tokens or more take SuperBlockQ4_KWide
 
 // 16 rows x T tokens over all super-blocks.
 template <int T>
@@ -231,24 +256,7 @@ inline void TileQ4_K(const uint8_t* group, int64_t nb, const ActQ8_K* act, int64
     __m512i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
     if constexpr (T >= kWideQ4_K) {
-      // Wide tiles: the low and then the high nibbles of each 512-byte run, T tokens each (the second
-      // pass finds the run in L1), so 3 T accumulators are live instead of 4 T.
-      for (int c = 0; c < 4; ++c) {
-        for (int h = 0; h < 2; ++h) {
-          __m512i part[T];
-          for (int t = 0; t < T; ++t) part[t] = _mm512_setzero_si512();
-          for (int k = 0; k < 8; ++k) {
-            const uint8_t* line = sb + kQ4_KPackQs + c * 512 + k * 64;
-            if (prefetch && h == 0) PrefetchLine(line + kPrefetchAhead);
-            const __m512i v = _mm512_loadu_si512(line);
-            const __m512i q =
-                h == 0 ? _mm512_and_si512(v, low4) : _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
-            for (int t = 0; t < T; ++t) part[t] = DotBcast(part[t], q, a[t].qs + 64 * c + 32 * h + 4 * k);
-          }
-          for (int t = 0; t < T; ++t)
-            isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(part[t], s.sc[2 * c + h]));
-        }
-      }
+      SuperBlockQ4_KWide<T>(sb, s, a, prefetch, isum);
     } else {
       for (int c = 0; c < 4; ++c) {
         __m512i alo[T], ahi[T];
@@ -325,7 +333,7 @@ void PackedQ4_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
 
 // ---------------------------------------------------------------------------------------------------
 // q6_k. S = sum_j sc_j * sum q*a - 32 * sum_j sc_j * bsum_j, exact in int32; about 2.25 unpacking
-// operations per vpdpbusd.
+// operations per unpacked vector, shared by the tile's tokens.
 
 struct Q6_KScales {
   __m512i sc[16];     // signed sc_j per lane

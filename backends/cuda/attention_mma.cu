@@ -461,11 +461,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
       qa[k][3] = PackHalves(x[1][1].x, x[1][1].y);
     }
   }
-  if constexpr (kSplitOnly) {
+  if (split) {
     SplitTile<kHd>(staged, ps, red, qa, ln, it, scale, n_head, out, oq, od, part, issue);
-  } else if (split) {
-    SplitTile<kHd>(staged, ps, red, qa, ln, it, scale, n_head, out, oq, od, part, issue);
-  } else {
+  } else if constexpr (!kSplitOnly) {
     WarpItems<kHd>(staged, qa, ln, it, scale, n_head, out, oq, od, part, issue);
   }
 }

@@ -301,7 +301,7 @@ __global__ void __launch_bounds__(kWarps * 32)
           acc[r] = v;
         }
       }
-      __syncthreads();  // part is rewritten in the next round
+      if (i + 1 < rounds) __syncthreads();  // part is rewritten in the next round
     }
     if (lane == 0 && piece == 0 && o < w.rows) {
 #pragma unroll
@@ -331,15 +331,14 @@ int RowRounds(int64_t blocks) {
 template <class F, int R, int WPR>
 cudaError_t LaunchR(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, cudaStream_t s) {
   constexpr int kRowsPerBlock = kWarps / WPR;
-  int64_t blocks = 0;
-  for (int k = 0; k < job.count; ++k) blocks += (job.w[k].rows + kRowsPerBlock - 1) / kRowsPerBlock;
-  const int rounds = RowRounds(blocks);
-  if (rounds > 1) {
-    blocks = 0;
-    for (int k = 0; k < job.count; ++k)
-      blocks += (job.w[k].rows + kRowsPerBlock * rounds - 1) / (kRowsPerBlock * rounds);
-  }
-  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>((n + R - 1) / R));
+  auto blocks = [&](int64_t rows_per_block) {  // the kernel's count: ceil(rows / rows_per_block) per matrix
+    int64_t total = 0;
+    for (int k = 0; k < job.count; ++k) total += (job.w[k].rows + rows_per_block - 1) / rows_per_block;
+    return total;
+  };
+  const int rounds = RowRounds(blocks(kRowsPerBlock));
+  const dim3 grid(static_cast<unsigned>(blocks(int64_t{kRowsPerBlock} * rounds)),
+                  static_cast<unsigned>((n + R - 1) / R));
   return Launch(MatVecKernel<F, R, WPR>, grid, kWarps * 32, 0, s, job, x, xq, n, rounds);
 }
 
