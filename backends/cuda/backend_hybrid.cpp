@@ -11,11 +11,11 @@ Result<int32_t> CudaBackend::BindDeltaNet(const DeltaNetSpec& d) {
     return InvalidArgument("Gated-DeltaNet geometry: {} key and {} value heads of {} and {}", d.n_k_head,
                            d.n_v_head, d.k_dim, d.v_dim);
   }
-  if (d.conv_kernel < 1 || d.conv_kernel > 16 || d.v_dim > 128 || d.k_dim > 128) {
+  if (d.conv_kernel < 1 || d.conv_kernel > 16 || d.k_dim > 128 || d.k_dim % 4 != 0 || d.conv_dim() % 4 != 0) {
     return Unsupported(
-        "CUDA: Gated-DeltaNet convolution width {} or head dims {} x {} (fak runs widths to 16, "
-        "key and value heads to 128)",
-        d.conv_kernel, d.k_dim, d.v_dim);
+        "CUDA: Gated-DeltaNet convolution width {}, key heads of {} or {} channels (fak runs widths to 16, "
+        "key heads to 128 and multiples of 4 in both)",
+        d.conv_kernel, d.k_dim, d.conv_dim());
   }
   delta_nets_.push_back(d);
   return static_cast<int32_t>(delta_nets_.size() - 1);

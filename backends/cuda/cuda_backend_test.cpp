@@ -333,6 +333,103 @@ TEST(CudaOps, AttentionRowsOfDifferentChunkLengthsShareABatch) {
 // rows, rows of 4096+ weights (four pieces), and a row length that ends inside a segment (896).
 // The finiteness check reads the tensor where it is: a NaN or an infinity at its first or last value
 // or in between is found, with the tensor starting at any float (not only 16-byte) boundary.
+// A Gated-DeltaNet layer's convolution and gated delta rule against the CPU backend: at a real model's
+// head sizes (128) and at odd ones (40 value columns, a partial column group; a width-3 convolution),
+// three sequences of 1, 9 and 70 rows in one batch in slots out of order, then a second batch that
+// continues their states (both the convolution window and the recurrent state carry over).
+TEST(CudaOps, DeltaNetLayerMatchesTheCpuBackend) {
+  SKIP_WITHOUT_GPU();
+  Pair be;
+  ASSERT_TRUE(be.gpu);
+  struct Geometry {
+    int64_t nk, nv, dk, dv, kernel;
+  };
+  for (const Geometry& g : {Geometry{2, 4, 128, 128, 4}, Geometry{1, 3, 64, 40, 3}}) {
+    SCOPED_TRACE(fmt::format("k {}x{} v {}x{} conv {}", g.nk, g.dk, g.nv, g.dv, g.kernel));
+    DeltaNetSpec spec;
+    spec.n_k_head = g.nk;
+    spec.n_v_head = g.nv;
+    spec.k_dim = g.dk;
+    spec.v_dim = g.dv;
+    spec.conv_kernel = g.kernel;
+    spec.state_offset = 256;
+    const int64_t cd = spec.conv_dim(), nv = g.nv;
+    const std::vector<float> conv = Random(static_cast<size_t>(cd * g.kernel), 3, 0.5f);
+    std::vector<float> ssm_a = Random(static_cast<size_t>(nv), 4),
+                       dt_bias = Random(static_cast<size_t>(nv), 5);
+    for (float& v : ssm_a) v = -(0.5f + std::fabs(v));  // -exp(A_log) < 0: a decay below 1
+    struct Side {
+      Backend* be;
+      int32_t dn, states;
+      BoundWeight conv, ssm_a, dt_bias;
+    };
+    std::vector<Side> sides;
+    for (Backend* b : {be.cpu.get(), be.gpu.get()}) {
+      Side s{b, 0, 0, {}, {}, {}};
+      auto dn = b->BindDeltaNet(spec);
+      ASSERT_TRUE(dn.ok()) << dn.status().ToString();
+      s.dn = *dn;
+      auto st = b->CreateStates(spec.state_offset + spec.StateBytes(), 3);
+      ASSERT_TRUE(st.ok());
+      s.states = *st;
+      auto vec = [&](const std::vector<float>& v, int64_t rows, int64_t cols) {
+        auto w = b->BindVector({GgmlType::kF32, rows, cols, static_cast<size_t>(cols) * 4,
+                                reinterpret_cast<const uint8_t*>(v.data()), false});
+        EXPECT_TRUE(w.ok());
+        return w.ok() ? *w : BoundWeight{};
+      };
+      s.conv = vec(conv, cd, g.kernel);
+      s.ssm_a = vec(ssm_a, 1, nv);
+      s.dt_bias = vec(dt_bias, 1, nv);
+      sides.push_back(s);
+    }
+    const std::vector<int32_t> slots = {2, 0, 1};
+    std::vector<int32_t> next_pos(3, 0);
+    for (const std::vector<int64_t>& lengths :
+         {std::vector<int64_t>{1, 9, 70}, std::vector<int64_t>{5, 1, 33}}) {
+      std::vector<int32_t> tokens, positions, row_seq, out_rows;
+      for (int32_t q = 0; q < 3; ++q) {
+        for (int64_t r = 0; r < lengths[static_cast<size_t>(q)]; ++r) {
+          out_rows.push_back(static_cast<int32_t>(tokens.size()));
+          tokens.push_back(0);
+          positions.push_back(next_pos[static_cast<size_t>(q)]++);
+          row_seq.push_back(q);
+        }
+      }
+      const std::vector<int32_t> page_begin = {0, 0, 0, 0}, pages;
+      const BatchPlan plan{tokens, positions, row_seq, page_begin, pages, out_rows, 1, slots};
+      const int64_t rows = std::ssize(tokens);
+      const uint32_t seed = static_cast<uint32_t>(rows);
+      const std::vector<float> xv = Random(static_cast<size_t>(rows * cd), seed);
+      const std::vector<float> bv = Random(static_cast<size_t>(rows * nv), seed + 1);
+      const std::vector<float> av = Random(static_cast<size_t>(rows * nv), seed + 2);
+      std::vector<std::vector<float>> convs, outs;
+      for (const Side& s : sides) {
+        Backend& b = *s.be;
+        const Tensor x = Upload(b, xv, rows, cd, plan);
+        const Tensor bt = Upload(b, bv, rows, nv, plan);
+        const Tensor at = Upload(b, av, rows, nv, plan);
+        auto out = b.Alloc(rows, nv * g.dv);
+        ASSERT_TRUE(out.ok());
+        b.DeltaNetConv(s.states, s.dn, x, s.conv);
+        convs.push_back(Fetch(b, x));
+        b.DeltaNetRule(s.states, s.dn, x, bt, at, s.ssm_a, s.dt_bias, *out);
+        outs.push_back(Fetch(b, *out));
+        for (const Tensor& t : {x, bt, at, *out}) b.Free(t);
+      }
+      for (size_t i = 0; i < 2; ++i) {
+        const std::vector<float>& ref = i == 0 ? convs[0] : outs[0];
+        const std::vector<float>& got = i == 0 ? convs[1] : outs[1];
+        const std::vector<double> ref64(ref.begin(), ref.end());
+        const double err = NormalizedError(got.data(), ref64.data(), ref64.size());
+        EXPECT_LT(err, i == 0 ? 1e-5 : 1e-4) << (i == 0 ? "convolution" : "delta rule") << ", rows " << rows;
+        RecordProperty(fmt::format("{}_k{}_v{}_rows{}_error", i == 0 ? "conv" : "rule", g.dk, g.dv, rows),
+                       fmt::format("{:.3g}", err));
+      }
+    }
+  }
+}
+
 TEST(CudaOps, CheckFiniteFindsNaNAndInfinityAnywhere) {
   SKIP_WITHOUT_GPU();
   Pair be;
@@ -493,6 +590,18 @@ TEST(CudaBackend, BadRequestsGetClearErrors) {
   auto b = (*g)->BindMatrix(q4);
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.status().message().find("q4_0"), std::string::npos) << b.status().ToString();
+  // Gated-DeltaNet heads the recurrence kernel does not take (wider than 128, not a multiple of 4).
+  for (const int64_t dk : {int64_t{132}, int64_t{6}}) {
+    DeltaNetSpec d;
+    d.n_k_head = 2;
+    d.n_v_head = 4;
+    d.k_dim = dk;
+    d.v_dim = 8;
+    d.conv_kernel = 4;
+    auto dn = (*g)->BindDeltaNet(d);
+    ASSERT_FALSE(dn.ok());
+    EXPECT_NE(dn.status().message().find("key heads to 128"), std::string::npos) << dn.status().ToString();
+  }
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // The hybrid architecture's kernels: the Gated-DeltaNet convolution and recurrence, the gated RMSNorm,
 // the attention output gate and the query/gate split. Every sequence's rows run in order inside one
-// thread (convolution) or one block (recurrence), so a row's result does not depend on the batch.
+// thread (convolution) or one warp (each column of the recurrence), so a row's result does not depend
+// on the batch.
+#include "backends/cuda/async_copy.cuh"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/pdl.cuh"
 
@@ -18,17 +20,6 @@ __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll
   for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
   return v;
-}
-
-// The sum of v over the block (blockDim.x a multiple of 32, at most 1024), in a fixed tree order.
-__device__ float BlockSum(float v, float* red) {
-  v = WarpSum(v);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  __syncthreads();  // red may still be read from the previous call
-  if (lane == 0) red[warp] = v;
-  __syncthreads();
-  float s = lane < warps ? red[lane] : 0.0f;
-  return WarpSum(s);
 }
 
 __global__ void SigmoidMulKernel(float* x, const float* g, int64_t n) {
@@ -62,7 +53,14 @@ __global__ void GatedRmsNormKernel(float* x, const float* w, const float* z, int
   for (int64_t i = lane; i < cols; i += 32) xr[i] = w[i] * (xr[i] * inv) * Silu(zr[i]);
 }
 
-// One thread per (sequence, channel): the sequence's rows in order, the window in its state slot.
+// One thread per (sequence, channel): the sequence's rows in order, the window in its state slot. The
+// rows' inputs are loaded kConvRows at a time so their loads overlap (each thread owns its channel, so
+// reading ahead before writing is safe in place).
+constexpr int kConvRows = 32;
+
+// kHist: the window's length (conv_kernel - 1) fixed at compile time, so the window lives in registers;
+// 0 reads it from d (the window then sits in local memory).
+template <int kHist>
 __global__ void DeltaNetConvKernel(float* x, const float* w, const DeltaNetDevice d, const int32_t* seqs) {
   AfterPrevious();
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -71,107 +69,209 @@ __global__ void DeltaNetConvKernel(float* x, const float* w, const DeltaNetDevic
   const int64_t row0 = s[0], n = s[1];
   float* window =
       reinterpret_cast<float*>(d.states + static_cast<size_t>(s[2]) * d.slot_bytes + d.conv_offset);
-  const int hist = d.conv_kernel - 1;
-  float win[15];
-  for (int j = 0; j < hist; ++j) win[j] = window[j * d.conv_dim + c];
+  const int hist = kHist > 0 ? kHist : d.conv_kernel - 1;
+  constexpr int kWin = kHist > 0 ? kHist : 15;
+  float win[kWin];
+#pragma unroll
+  for (int j = 0; j < kWin; ++j) win[j] = j < hist ? window[j * d.conv_dim + c] : 0.0f;
   const float* wc = w + c * d.conv_kernel;
-  for (int64_t t = 0; t < n; ++t) {
-    float* p = x + (row0 + t) * d.conv_dim + c;
-    const float in = *p;
-    float acc = 0.0f;
-    for (int j = 0; j < hist; ++j) acc += wc[j] * win[j];
-    acc += wc[hist] * in;
-    for (int j = 0; j + 1 < hist; ++j) win[j] = win[j + 1];
-    if (hist > 0) win[hist - 1] = in;
-    *p = Silu(acc);
+  float* xc = x + row0 * d.conv_dim + c;
+  for (int64_t t0 = 0; t0 < n; t0 += kConvRows) {
+    float in[kConvRows];
+#pragma unroll
+    for (int u = 0; u < kConvRows; ++u) in[u] = t0 + u < n ? xc[(t0 + u) * d.conv_dim] : 0.0f;
+#pragma unroll
+    for (int u = 0; u < kConvRows; ++u) {
+      if (t0 + u >= n) break;
+      float acc = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kWin; ++j) {
+        if (j < hist) acc += wc[j] * win[j];
+      }
+      acc += wc[hist] * in[u];
+#pragma unroll
+      for (int j = 0; j + 1 < kWin; ++j) {
+        if (j + 1 < hist) win[j] = win[j + 1];
+      }
+      if (hist > 0) win[hist - 1] = in[u];
+      xc[(t0 + u) * d.conv_dim] = Silu(acc);
+    }
   }
-  for (int j = 0; j < hist; ++j) window[j * d.conv_dim + c] = win[j];
+#pragma unroll
+  for (int j = 0; j < kWin; ++j) {
+    if (j < hist) window[j * d.conv_dim + c] = win[j];
+  }
 }
 
-// One block per (sequence, value head). The head's state S (k_dim x v_dim, row-major in the slot) is
-// held in registers for the whole run of the sequence's rows: each value column j is split over
-// kSplit threads of one warp, each owning k_dim / kSplit rows of it, and their partial sums meet by
-// shuffles in a fixed order. S is read once before the first row and written once after the last.
-constexpr int kSplit = 4;
-constexpr int kMaxRows = 32;  // rows of S per thread: k_dim up to kSplit * kMaxRows = 128
+// The gated delta rule. The columns of a head's state S (k_dim x v_dim, row-major in the slot) evolve
+// independently (mem_j = k.S_j, delta_j = (v_j - mem_j) beta, S_j += k delta_j, o_j = q.S_j), so each
+// block takes kScanWarps * 8 columns of one (sequence, value head), and each column is split over 4
+// lanes of a warp: lane slice p owns the rows of the float4 chunks 4u + p, held in registers for the
+// sequence's whole run of rows; the 4 partial sums meet by two shuffles in a fixed order. The rows'
+// inputs (q and k of the key head, b, a and the block's v) reach shared memory kStageRows rows at a
+// time by asynchronous copies while the previous rows are computed; each stage is then prepared in
+// place (q and k L2-normalized, one warp per vector; beta and decay), so a row waits neither for memory
+// nor for a reduction across the block. S is read once before the first row and written once after
+// the last.
+constexpr int kScanWarps = 2;
+constexpr int kScanCols = 8 * kScanWarps;
+constexpr int kChunks = 8;  // float4 chunks of S's rows per lane: k_dim up to 4 * 4 * kChunks = 128
+constexpr int kMaxKDim = 16 * kChunks;
+constexpr int kStageRows = 8;
 
-__global__ void __launch_bounds__(kSplit * 128)
+struct alignas(16) ScanStage {
+  float qk[kStageRows][2 * kMaxKDim];  // q then (at kMaxKDim) k of the key head
+  float gates[kStageRows][2];          // b then a; after Prepare, decay then beta
+  float v[kStageRows][kScanCols];
+};
+
+__device__ __forceinline__ void LoadStage(ScanStage& st, const float* x, const float* b, const float* a,
+                                          const DeltaNetDevice& d, int64_t row0, int64_t rows, int64_t h,
+                                          int64_t col0) {
+  const int64_t dk = d.k_dim, nk = d.n_k_head, kh = h % nk, quads = dk / 4;
+  for (int64_t i = threadIdx.x; i < kStageRows * 2 * quads; i += blockDim.x) {
+    const int64_t r = i / (2 * quads), w = i % (2 * quads);
+    const bool is_k = w >= quads;
+    const int64_t e = 4 * (is_k ? w - quads : w);
+    const bool valid = r < rows;
+    const float* src = valid ? x + (row0 + r) * d.conv_dim + (is_k ? nk * dk : 0) + kh * dk + e : x;
+    CopyAsync16(&st.qk[r][(is_k ? kMaxKDim : 0) + e], src, valid);
+  }
+  for (int64_t i = threadIdx.x; i < kStageRows * (2 + kScanCols); i += blockDim.x) {
+    const int64_t r = i / (2 + kScanCols), w = i % (2 + kScanCols);
+    const int64_t e = (row0 + r) * d.n_v_head + h, col = col0 + w - 2;
+    if (w < 2) {
+      CopyAsync4(&st.gates[r][w], r < rows ? (w == 0 ? b : a) + e : b, r < rows);
+    } else {
+      const bool valid = r < rows && col < d.v_dim;
+      CopyAsync4(&st.v[r][w - 2], valid ? x + (row0 + r) * d.conv_dim + 2 * nk * dk + h * d.v_dim + col : x,
+                 valid);
+    }
+  }
+  CopyCommit();
+}
+
+// q /= |q| (times 1/sqrt(k_dim)) and k /= |k| for the stage's rows, one warp per vector; gates
+// (b, a) -> (decay, beta).
+__device__ __forceinline__ void PrepareStage(ScanStage& st, int64_t rows, int64_t dk, float eps, float ssm_a,
+                                             float dt_bias) {
+  const int lane = threadIdx.x % 32;
+  for (int64_t item = threadIdx.x / 32; item < 2 * rows; item += blockDim.x / 32) {
+    float* v = st.qk[item / 2] + (item % 2) * kMaxKDim;
+    float ss = 0.0f;
+    for (int64_t i = lane; i < dk; i += 32) ss += v[i] * v[i];
+    float inv = rsqrtf(WarpSum(ss) + eps);
+    if (item % 2 == 0) inv *= rsqrtf(static_cast<float>(dk));
+    for (int64_t i = lane; i < dk; i += 32) v[i] *= inv;
+  }
+  if (threadIdx.x < rows) {
+    float* g = st.gates[threadIdx.x];
+    const float beta = 1.0f / (1.0f + expf(-g[0]));
+    g[0] = expf(ssm_a * Softplus(g[1] + dt_bias));
+    g[1] = beta;
+  }
+}
+
+__global__ void __launch_bounds__(32 * kScanWarps)
     DeltaNetRuleKernel(const float* x, const float* b, const float* a, const float* ssm_a,
                        const float* dt_bias, const DeltaNetDevice d, const int32_t* seqs, float* out) {
   AfterPrevious();
-  extern __shared__ float sh[];
-  float* q = sh;
-  float* k = q + d.k_dim;
-  float* red = k + d.k_dim;
+  __shared__ ScanStage stage[2];
   const int64_t nv = d.n_v_head, dk = d.k_dim, dv = d.v_dim;
-  const int64_t seq = blockIdx.x / nv, h = blockIdx.x % nv, kh = h % d.n_k_head;
+  const int64_t groups = (dv + kScanCols - 1) / kScanCols;
+  const int64_t seq = blockIdx.x / (nv * groups), h = blockIdx.x / groups % nv, g = blockIdx.x % groups;
   const int32_t* s = seqs + 3 * seq;
   const int64_t row0 = s[0], n = s[1];
   float* S = reinterpret_cast<float*>(d.states + static_cast<size_t>(s[2]) * d.slot_bytes + d.rule_offset) +
              h * dk * dv;
-  // Thread t: column j = t / kSplit, slice p = t % kSplit owning rows i = p + kSplit * u.
-  const int t = threadIdx.x;
-  const int64_t j = t / kSplit;
-  const int p = t % kSplit;
+  const int lane = threadIdx.x % 32, p = lane % 4, c = threadIdx.x / 4;
+  const int64_t col0 = g * kScanCols, j = col0 + c;
   const bool col = j < dv;
-  float reg[kMaxRows];
-#pragma unroll
-  for (int u = 0; u < kMaxRows; ++u) {
-    const int64_t i = p + static_cast<int64_t>(kSplit) * u;
-    reg[u] = col && i < dk ? S[i * dv + j] : 0.0f;
+  // Columns of q and k past k_dim are never copied; zeros there keep the unrolled loops exact.
+  if (dk < kMaxKDim) {
+    for (int w = 0; w < 2; ++w) {
+      for (int64_t i = threadIdx.x; i < kStageRows * 2 * kMaxKDim; i += blockDim.x) {
+        if (i % kMaxKDim >= dk) (&stage[w].qk[0][0])[i] = 0.0f;
+      }
+    }
   }
-  const float q_scale = rsqrtf(static_cast<float>(dk));
-  for (int64_t r = 0; r < n; ++r) {
-    const float* row = x + (row0 + r) * d.conv_dim;
-    float qq = 0.0f, kk = 0.0f;
-    for (int64_t i = t; i < dk; i += blockDim.x) {
-      const float qi = row[kh * dk + i], ki = row[d.n_k_head * dk + kh * dk + i];
-      q[i] = qi;
-      k[i] = ki;
-      qq += qi * qi;
-      kk += ki * ki;
+  if (n > 0) LoadStage(stage[0], x, b, a, d, row0, n, h, col0);
+  const float head_a = ssm_a[h], head_dt = dt_bias[h];
+  float4 st[kChunks];
+#pragma unroll
+  for (int u = 0; u < kChunks; ++u) {
+    const int64_t i = 16 * u + 4 * p;
+    const bool in = col && i < dk;
+    st[u].x = in ? S[(i + 0) * dv + j] : 0.0f;
+    st[u].y = in ? S[(i + 1) * dv + j] : 0.0f;
+    st[u].z = in ? S[(i + 2) * dv + j] : 0.0f;
+    st[u].w = in ? S[(i + 3) * dv + j] : 0.0f;
+  }
+  for (int64_t r0 = 0; r0 < n; r0 += kStageRows) {
+    ScanStage& cur = stage[(r0 / kStageRows) % 2];
+    if (r0 + kStageRows < n) {
+      LoadStage(stage[(r0 / kStageRows + 1) % 2], x, b, a, d, row0 + r0 + kStageRows, n - r0 - kStageRows, h,
+                col0);
+      CopyWait<1>();
+    } else {
+      CopyWait<0>();
     }
-    const float q_inv = rsqrtf(BlockSum(qq, red) + d.eps) * q_scale;
-    const float k_inv = rsqrtf(BlockSum(kk, red) + d.eps);
-    for (int64_t i = t; i < dk; i += blockDim.x) {
-      q[i] *= q_inv;
-      k[i] *= k_inv;
-    }
+    const int64_t rows = n - r0 < kStageRows ? n - r0 : kStageRows;
     __syncthreads();
-    const float beta = 1.0f / (1.0f + expf(-b[(row0 + r) * nv + h]));
-    const float decay = expf(ssm_a[h] * Softplus(a[(row0 + r) * nv + h] + dt_bias[h]));
-    // S *= decay; mem = k^T S (this thread's rows, then the column's kSplit partial sums).
-    float mem = 0.0f;
+    PrepareStage(cur, rows, dk, d.eps, head_a, head_dt);
+    __syncthreads();
+    for (int64_t r = 0; r < rows; ++r) {
+      const float dec = cur.gates[r][0], bet = cur.gates[r][1], v = cur.v[r][c];
+      const float4* q4 = reinterpret_cast<const float4*>(cur.qk[r]) + p;
+      const float4* k4 = reinterpret_cast<const float4*>(cur.qk[r] + kMaxKDim) + p;
+      // S *= decay; mem = k^T S over this lane's rows (four running sums), then the column's 4 lanes.
+      float m0 = 0.0f, m1 = 0.0f, m2 = 0.0f, m3 = 0.0f;
 #pragma unroll
-    for (int u = 0; u < kMaxRows; ++u) {
-      const int64_t i = p + static_cast<int64_t>(kSplit) * u;
-      if (i < dk) {
-        reg[u] *= decay;
-        mem += reg[u] * k[i];
+      for (int u = 0; u < kChunks; ++u) {
+        const float4 k = k4[4 * u];
+        st[u].x *= dec;
+        st[u].y *= dec;
+        st[u].z *= dec;
+        st[u].w *= dec;
+        m0 += st[u].x * k.x;
+        m1 += st[u].y * k.y;
+        m2 += st[u].z * k.z;
+        m3 += st[u].w * k.w;
       }
-    }
+      float mem = (m0 + m1) + (m2 + m3);
+      mem += __shfl_xor_sync(0xffffffffu, mem, 1);
+      mem += __shfl_xor_sync(0xffffffffu, mem, 2);
+      const float delta = (v - mem) * bet;
+      // S += k delta^T; o = q^T S.
+      float o0 = 0.0f, o1 = 0.0f, o2 = 0.0f, o3 = 0.0f;
 #pragma unroll
-    for (int m = 1; m < kSplit; m <<= 1) mem += __shfl_xor_sync(0xffffffffu, mem, m);
-    const float delta = col ? (row[2 * d.n_k_head * dk + h * dv + j] - mem) * beta : 0.0f;
-    // S += k delta^T; o = q^T S.
-    float o = 0.0f;
-#pragma unroll
-    for (int u = 0; u < kMaxRows; ++u) {
-      const int64_t i = p + static_cast<int64_t>(kSplit) * u;
-      if (i < dk) {
-        reg[u] += k[i] * delta;
-        o += reg[u] * q[i];
+      for (int u = 0; u < kChunks; ++u) {
+        const float4 k = k4[4 * u], q = q4[4 * u];
+        st[u].x += k.x * delta;
+        st[u].y += k.y * delta;
+        st[u].z += k.z * delta;
+        st[u].w += k.w * delta;
+        o0 += st[u].x * q.x;
+        o1 += st[u].y * q.y;
+        o2 += st[u].z * q.z;
+        o3 += st[u].w * q.w;
       }
+      float o = (o0 + o1) + (o2 + o3);
+      o += __shfl_xor_sync(0xffffffffu, o, 1);
+      o += __shfl_xor_sync(0xffffffffu, o, 2);
+      if (col && p == 0) out[(row0 + r0 + r) * nv * dv + h * dv + j] = o;
     }
-#pragma unroll
-    for (int m = 1; m < kSplit; m <<= 1) o += __shfl_xor_sync(0xffffffffu, o, m);
-    if (col && p == 0) out[(row0 + r) * nv * dv + h * dv + j] = o;
-    __syncthreads();  // q and k are rewritten for the next row
+    __syncthreads();  // the next stage's copies go into the buffer just read
   }
 #pragma unroll
-  for (int u = 0; u < kMaxRows; ++u) {
-    const int64_t i = p + static_cast<int64_t>(kSplit) * u;
-    if (col && i < dk) S[i * dv + j] = reg[u];
+  for (int u = 0; u < kChunks; ++u) {
+    const int64_t i = 16 * u + 4 * p;
+    if (col && i < dk) {
+      S[(i + 0) * dv + j] = st[u].x;
+      S[(i + 1) * dv + j] = st[u].y;
+      S[(i + 2) * dv + j] = st[u].z;
+      S[(i + 3) * dv + j] = st[u].w;
+    }
   }
 }
 
@@ -196,19 +296,20 @@ cudaError_t GatedRmsNorm(float* x, const float* w, const float* z, int64_t rows,
 cudaError_t DeltaNetConv(float* x, const float* w, const DeltaNetDevice& d, const int32_t* seqs,
                          int64_t n_seqs, cudaStream_t stream) {
   if (n_seqs == 0) return cudaSuccess;
-  const dim3 grid(Blocks(d.conv_dim, 128), static_cast<unsigned>(n_seqs));
-  return Launch(DeltaNetConvKernel, grid, 128, 0, stream, x, w, d, seqs);
+  const dim3 grid(Blocks(d.conv_dim, 64), static_cast<unsigned>(n_seqs));
+  if (d.conv_kernel == 4) return Launch(DeltaNetConvKernel<3>, grid, 64, 0, stream, x, w, d, seqs);
+  return Launch(DeltaNetConvKernel<0>, grid, 64, 0, stream, x, w, d, seqs);
 }
 
 cudaError_t DeltaNetRule(const float* x, const float* b, const float* a, const float* ssm_a,
                          const float* dt_bias, const DeltaNetDevice& d, const int32_t* seqs, int64_t n_seqs,
                          float* out, cudaStream_t stream) {
   if (n_seqs == 0) return cudaSuccess;
-  if (d.k_dim > kSplit * kMaxRows || d.v_dim > 128) return cudaErrorInvalidValue;  // the launch bounds
-  const int threads = static_cast<int>((d.v_dim * kSplit + 31) / 32 * 32);
-  const size_t smem = static_cast<size_t>(2 * d.k_dim + 32) * 4;
-  return Launch(DeltaNetRuleKernel, static_cast<unsigned>(n_seqs * d.n_v_head), threads, smem, stream, x, b,
-                a, ssm_a, dt_bias, d, seqs, out);
+  // The copies' alignment and the registers (BindDeltaNet checks these).
+  if (d.k_dim > kMaxKDim || d.k_dim % 4 != 0 || d.conv_dim % 4 != 0) return cudaErrorInvalidValue;
+  const int64_t groups = (d.v_dim + kScanCols - 1) / kScanCols;
+  return Launch(DeltaNetRuleKernel, static_cast<unsigned>(n_seqs * d.n_v_head * groups), 32 * kScanWarps, 0,
+                stream, x, b, a, ssm_a, dt_bias, d, seqs, out);
 }
 
 }  // namespace fak::cuda

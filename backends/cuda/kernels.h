@@ -226,7 +226,8 @@ struct DeltaNetDevice {
 // place, continuing each sequence's window.
 cudaError_t DeltaNetConv(float* x, const float* w, const DeltaNetDevice& d, const int32_t* seqs,
                          int64_t n_seqs, cudaStream_t stream);
-// The gated delta rule (ops/backend.h's DeltaNetRule) into out (rows, n_v_head * v_dim).
+// The gated delta rule (ops/backend.h's DeltaNetRule) into out (rows, n_v_head * v_dim). Needs
+// k_dim <= 128 and k_dim and conv_dim multiples of 4.
 cudaError_t DeltaNetRule(const float* x, const float* b, const float* a, const float* ssm_a,
                          const float* dt_bias, const DeltaNetDevice& d, const int32_t* seqs, int64_t n_seqs,
                          float* out, cudaStream_t stream);
