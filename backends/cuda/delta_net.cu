@@ -296,6 +296,9 @@ cudaError_t GatedRmsNorm(float* x, const float* w, const float* z, int64_t rows,
 cudaError_t DeltaNetConv(float* x, const float* w, const DeltaNetDevice& d, const int32_t* seqs,
                          int64_t n_seqs, cudaStream_t stream) {
   if (n_seqs == 0) return cudaSuccess;
+  // The window's registers hold up to 15 inputs; the grid's y dimension takes up to 65,535 sequences
+  // (BindDeltaNet and the batch limits keep both far below).
+  if (d.conv_kernel < 1 || d.conv_kernel > 16 || n_seqs > 65535) return cudaErrorInvalidValue;
   const dim3 grid(Blocks(d.conv_dim, 64), static_cast<unsigned>(n_seqs));
   if (d.conv_kernel == 4) return Launch(DeltaNetConvKernel<3>, grid, 64, 0, stream, x, w, d, seqs);
   return Launch(DeltaNetConvKernel<0>, grid, 64, 0, stream, x, w, d, seqs);
