@@ -203,6 +203,14 @@ class Backend {
   virtual void CheckFinite(Tensor x, bool* finite) = 0;
   // Waits for the queued work; the first error since the last call, with the queue cleared.
   virtual Status Synchronize() = 0;
+
+  // --- Measurement (benchmarks only; runs for about min_seconds).
+  // GB/s that this backend's memory streams now, the roofline of a decode step: the CPU backend reads
+  // its bound matrices with all its threads in a plain loop; the CUDA backend copies one 1 GiB device
+  // buffer into another, counting the bytes read and written, as a copy benchmark does.
+  virtual Result<double> MeasureBandwidth(double min_seconds) {
+    return Unsupported("{}: no bandwidth measurement", name());
+  }
 };
 
 struct BackendOptions {

@@ -149,6 +149,43 @@ TEST(FakCli, PerplexityJsonAndRefusals) {
       << shortt.output;
 }
 
+// fak bench: tokens/s per test and thread count, and beside every decode number the weights' read rate
+// and its share of the bandwidth the backend measured in the same run (JSON and the table); prefill
+// rows have neither; --no-roofline skips the measurement.
+TEST(FakCli, BenchSetsDecodeAgainstTheMeasuredBandwidth) {
+  const std::string model = "../shared/fixtures/llamacpp-tiny/tiny-llama-q8_0.gguf";
+  RunResult j = RunFak("bench -m " + model + " -p 8 -n 4 -r 1 -t 1,2 --json");
+  ASSERT_EQ(j.exit_code, 0) << j.output;
+  const auto docs = nlohmann::json::parse(j.output.substr(j.output.find('[')));
+  ASSERT_EQ(docs.size(), 2u);
+  for (const auto& d : docs) {
+    const double bw = d["bandwidth_gb_per_second"].get<double>();
+    EXPECT_GT(bw, 0.0);
+    EXPECT_EQ(d["bandwidth_kind"], "streaming read");
+    ASSERT_EQ(d["results"].size(), 2u);
+    const auto& pp = d["results"][0];
+    const auto& tg = d["results"][1];
+    EXPECT_EQ(pp["test"], "pp8");
+    EXPECT_EQ(pp["fraction_of_bandwidth"].get<double>(), 0.0);
+    EXPECT_EQ(tg["test"], "tg4");
+    EXPECT_GT(tg["tokens_per_second"].get<double>(), 0.0);
+    EXPECT_NEAR(tg["fraction_of_bandwidth"].get<double>(), tg["weight_gb_per_second"].get<double>() / bw,
+                1e-9);
+    EXPECT_NEAR(tg["weight_gb_per_second"].get<double>(),
+                tg["tokens_per_second"].get<double>() * d["decode_step_bytes"].get<double>() / 1e9, 1e-6);
+  }
+  RunResult t = RunFak("bench -m " + model + " -p 0 -n 4 -r 1 -t 1");
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  EXPECT_NE(t.output.find("| weights GB/s | of bandwidth |"), std::string::npos) << t.output;
+  EXPECT_NE(t.output.find("bandwidth (1 threads): "), std::string::npos) << t.output;
+  EXPECT_NE(t.output.find("% |"), std::string::npos) << t.output;
+  RunResult none = RunFak("bench -m " + model + " -p 0 -n 4 -r 1 -t 1 --no-roofline --json");
+  ASSERT_EQ(none.exit_code, 0) << none.output;
+  const auto nd = nlohmann::json::parse(none.output.substr(none.output.find('{')));
+  EXPECT_EQ(nd["bandwidth_gb_per_second"].get<double>(), 0.0);
+  EXPECT_EQ(nd["results"][0]["fraction_of_bandwidth"].get<double>(), 0.0);
+}
+
 // llama.cpp's flag meanings (hardening item 11): -n -1 runs to the end of the context, --seed -1 and
 // the default print the random seed, -e processes escapes, -c beyond the trained context warns, and
 // command-line errors (unknown options, -p with -f, bad values) exit 2 with a message naming them.

@@ -1,9 +1,11 @@
 // fak bench: llama-bench style throughput. ppN prefills N tokens into an empty context; tgN decodes N
 // tokens one at a time from an empty context. Each test runs once to warm up, then -r times; the
-// report gives mean ± stddev in tokens/s, plus load time and peak RSS.
+// report gives mean ± stddev in tokens/s and, for decode, the weights' read rate against the memory
+// bandwidth the backend measures first (Backend::MeasureBandwidth), plus load time and peak RSS.
 // fak bench kernels: the CPU kernel roofline benchmark.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -94,6 +96,9 @@ void RegisterBench(CLI::App& app, Context& ctx) {
   cmd->add_option("-n,--n-gen", tg, "Decode lengths, comma-separated (0 to skip)");
   cmd->add_option("-r,--repetitions", reps, "Timed repetitions per test");
   cmd->add_flag("--json", as_json, "Print JSON");
+  static bool no_roofline = false;
+  cmd->add_flag("--no-roofline", no_roofline,
+                "Skip measuring the memory bandwidth that decode numbers are set against");
 
   auto* kern =
       cmd->add_subcommand("kernels", "CPU kernel GB/s and GOPS against measured bandwidth and int8 peak");
@@ -180,6 +185,19 @@ void RegisterBench(CLI::App& app, Context& ctx) {
         ctx.exit_code = Fail(session.status().ToString());
         return;
       }
+      // The decode roofline: what this backend's memory streams now (measured per backend instance,
+      // so per thread count on the CPU), against which each tgN's weight bytes per second are set.
+      double bw_gbs = 0;
+      std::string bw_note;
+      if (!no_roofline &&
+          std::any_of(tests.begin(), tests.end(), [](const auto& t) { return t.first == "tg"; })) {
+        auto bw = loaded->backend->MeasureBandwidth(0.5);
+        if (bw.ok()) {
+          bw_gbs = *bw;
+        } else {
+          bw_note = bw.status().ToString();
+        }
+      }
       nlohmann::json results = nlohmann::json::array();
       for (const auto& [kind, n] : tests) {
         std::vector<double> samples;
@@ -197,7 +215,9 @@ void RegisterBench(CLI::App& app, Context& ctx) {
              {"tokens_per_second", st.mean},
              {"stddev", st.stddev},
              {"samples", st.samples},
-             {"weight_gb_per_second", kind == "tg" ? st.mean * static_cast<double>(step_bytes) / 1e9 : 0}});
+             {"weight_gb_per_second", kind == "tg" ? st.mean * static_cast<double>(step_bytes) / 1e9 : 0},
+             {"fraction_of_bandwidth",
+              kind == "tg" && bw_gbs > 0 ? st.mean * static_cast<double>(step_bytes) / 1e9 / bw_gbs : 0}});
       }
       session->reset();
       docs.push_back({{"model", mf.model},
@@ -211,26 +231,44 @@ void RegisterBench(CLI::App& app, Context& ctx) {
                       {"cpu", GetCpuFeatures().model_name},
                       {"load_seconds", m.load_seconds},
                       {"peak_rss_mib", PeakRssMiB()},
+                      {"bandwidth_gb_per_second", bw_gbs},
+                      {"bandwidth_kind", loaded->backend->name() == "cpu" ? "streaming read" : "device copy"},
                       {"results", results}});
+      if (!bw_note.empty()) docs.back()["bandwidth_error"] = bw_note;
     }
     if (as_json) {  // one object for one thread count (as before lists existed), else an array
       fmt::print("{}\n", docs.size() == 1 ? docs[0].dump(2) : docs.dump(2));
       return;
     }
+    // Decode rows also give the weights' read rate and its share of the measured bandwidth.
     fmt::print(
-        "| model | weights | size | threads | backend | test | t/s |\n|---|---|---:|---:|---|---|---:|\n");
+        "| model | weights | size | threads | backend | test | t/s | weights GB/s | of bandwidth |\n"
+        "|---|---|---:|---:|---|---|---:|---:|---:|\n");
     for (const auto& d : docs) {
       // The CPU backend's instruction set, or the other backend's name (its thread count is the host's).
       const auto backend = d["backend"].get<std::string>();
       const std::string where = backend == "cpu" ? "cpu " + d["isa"].get<std::string>() : backend;
       for (const auto& r : d["results"]) {
-        fmt::print("| {} | {} | {:.2f} GiB | {} | {} | {} | {:.2f} ± {:.2f} |\n", m.config.arch, type,
-                   static_cast<double>(m.weight_bytes) / (1ull << 30), d["threads"].get<int>(), where,
+        const double gbs = r["weight_gb_per_second"].get<double>(),
+                     frac = r["fraction_of_bandwidth"].get<double>();
+        fmt::print("| {} | {} | {:.2f} GiB | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} |\n", m.config.arch,
+                   type, static_cast<double>(m.weight_bytes) / (1ull << 30), d["threads"].get<int>(), where,
                    r["test"].get<std::string>(), r["tokens_per_second"].get<double>(),
-                   r["stddev"].get<double>());
+                   r["stddev"].get<double>(), gbs > 0 ? fmt::format("{:.1f}", gbs) : "",
+                   frac > 0 ? fmt::format("{:.0f}%", 100 * frac) : "");
       }
     }
-    fmt::print("\nload {:.2f} s, peak RSS {:.0f} MiB\n", m.load_seconds, PeakRssMiB());
+    fmt::print("\n");
+    for (const auto& d : docs) {
+      if (d["bandwidth_gb_per_second"].get<double>() > 0) {
+        fmt::print("bandwidth ({} threads): {:.1f} GB/s ({}; the decode step reads {:.2f} GB)\n",
+                   d["threads"].get<int>(), d["bandwidth_gb_per_second"].get<double>(),
+                   d["bandwidth_kind"].get<std::string>(), static_cast<double>(step_bytes) / 1e9);
+      } else if (d.contains("bandwidth_error")) {
+        fmt::print("bandwidth: not measured ({})\n", d["bandwidth_error"].get<std::string>());
+      }
+    }
+    fmt::print("load {:.2f} s, peak RSS {:.0f} MiB\n", m.load_seconds, PeakRssMiB());
   });
 }
 

@@ -100,6 +100,7 @@ class CudaBackend final : public Backend {
   void UnpinHost(void* host) override;
   void CheckFinite(Tensor x, bool* finite) override;
   Status Synchronize() override;
+  Result<double> MeasureBandwidth(double min_seconds) override;
 
   // The dense transformer's ops (backend_ops.cpp).
   void Embed(BoundWeight table, Tensor out) override;
