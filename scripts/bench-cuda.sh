@@ -7,7 +7,8 @@
 # Models are synthesized there (fak synth, Qwen tokenizer, random weights: speed does not depend on
 # them). Each round runs every fak variant and then llama-bench on each file, so slow drift of the
 # machine touches both engines alike; the table at the end (also in $OUT/summary.md) gives each round's
-# numbers and ratios. Variables: GEOMETRIES (qwen2.5-1.5b), TYPES (q8_0 q4_k_m), ROUNDS (2), P (512),
+# numbers and ratios, and for decode each engine's weight read (fak's decode_step_bytes x tok/s) as a
+# share of the device copy bandwidth fak measured in that run. Variables: GEOMETRIES (qwen2.5-1.5b), TYPES (q8_0 q4_k_m), ROUNDS (2), P (512),
 # N (128), R (3), VARIANTS (space-separated NAME=ENV pairs, e.g. "fak= nopdl=FAK_CUDA_PDL=0
 # nographs=FAK_CUDA_GRAPHS=0"; default "fak="), LLAMA_BENCH (skipped when unset or missing); with
 # LLAMA_BATCHED_BENCH, also batched decode of the q8_0 files, B sequences of BATCH_P prompt and
@@ -73,6 +74,7 @@ python3 - "$out" <<'EOF' | tee "$out/summary.md"
 import glob, json, os, sys
 out = sys.argv[1]
 rows = {}
+roof = {}
 for f in sorted(glob.glob(os.path.join(out, "*.json"))):
     base = os.path.basename(f)[:-5]
     if base == "gpu" or base.startswith("batch-"):
@@ -90,14 +92,23 @@ for f in sorted(glob.glob(os.path.join(out, "*.json"))):
     else:
         for r in d["results"]:
             rows.setdefault((model, r["test"], rnd), {})[engine] = r["tokens_per_second"]
+        # fak measures the device copy bandwidth in the same run; a decode step reads decode_step_bytes.
+        if d.get("bandwidth_gb_per_second", 0) > 0:
+            roof[(model, rnd)] = (d["decode_step_bytes"], d["bandwidth_gb_per_second"])
 engines = sorted({e for v in rows.values() for e in v}, key=lambda e: (e == "llama", e))
-print("| model | test | round | " + " | ".join(engines) + (" | fak / llama.cpp |" if "llama" in engines and "fak" in engines else " |"))
+both = "llama" in engines and "fak" in engines
+print("| model | test | round | " + " | ".join(engines) + (" | fak / llama.cpp |" if both else " |") +
+      " share of the copy bandwidth (" + ", ".join(engines) + ") |")
 for (model, test, rnd), v in sorted(rows.items()):
     cells = ["%.1f" % v[e] if e in v else "-" for e in engines]
     ratio = ""
-    if "llama" in v and "fak" in v:
-        ratio = " %.2f |" % (v["fak"] / v["llama"])
-    print("| %s | %s | %s | %s |%s" % (model, test, rnd, " | ".join(cells), ratio))
+    if both:
+        ratio = " %.2f |" % (v["fak"] / v["llama"]) if "llama" in v and "fak" in v else " - |"
+    share = ""
+    if test.startswith("tg") and (model, rnd) in roof:
+        step, bw = roof[(model, rnd)]
+        share = ", ".join("%.0f%%" % (100 * v[e] * step / 1e9 / bw) if e in v else "-" for e in engines)
+    print("| %s | %s | %s | %s |%s %s |" % (model, test, rnd, " | ".join(cells), ratio, share))
 EOF
 for f in "$out"/batch-*.txt; do
   [ -f "$f" ] || continue
