@@ -113,6 +113,8 @@ Status LoadTensors(Model& m, const std::vector<TensorSpec>& specs, WeightLoader&
       FAK_ASSIGN_OR_RETURN(w, ld.Vector(t.name, t.cols, t.what));
     } else if (t.role == TensorRole::kTable) {
       FAK_ASSIGN_OR_RETURN(w, ld.Table(t.name, t.rows, t.cols, t.what));
+    } else if (t.experts > 0) {
+      FAK_ASSIGN_OR_RETURN(w, ld.Experts(t.name, t.experts, t.rows, t.cols, t.what));
     } else {
       FAK_ASSIGN_OR_RETURN(w, ld.Matrix(t.name, t.rows, t.cols, t.what));
     }
@@ -122,6 +124,15 @@ Status LoadTensors(Model& m, const std::vector<TensorSpec>& specs, WeightLoader&
 }
 
 }  // namespace
+
+Weight ExpertMatrix(const Weight& stacked, int64_t n_expert, int64_t e, const WeightLayout& layout) {
+  Weight w = stacked;
+  w.rows = stacked.rows / n_expert;
+  const size_t bytes = stacked.packed ? layout.Bytes(stacked.type, w.rows, w.cols)
+                                      : static_cast<size_t>(w.rows) * stacked.row_bytes;
+  w.data = stacked.data + static_cast<size_t>(e) * bytes;
+  return w;
+}
 
 GgmlType MainWeightType(const Model& m) {
   std::map<GgmlType, uint64_t> bytes;

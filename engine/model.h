@@ -59,6 +59,9 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const LoadOpti
 Result<std::unique_ptr<Model>> LoadModelFrom(std::unique_ptr<WeightSource> source,
                                              const LoadOptions& options);
 
+// Expert e of a stacked (n_expert * rows, cols) weight (TensorSpec::experts), in the same layout.
+Weight ExpertMatrix(const Weight& stacked, int64_t n_expert, int64_t e, const WeightLayout& layout);
+
 // The type of the matrices holding most of the model's bytes ("q8_0" for a Q8_0 file).
 GgmlType MainWeightType(const Model& model);
 

@@ -117,7 +117,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"qwen2-256", WeightQuant::kKeep}, Case{"qwen2-256", WeightQuant::kF32},
                       Case{"llama3-tiny", WeightQuant::kF32, true},
                       Case{"qwen2-tiny", WeightQuant::kKeep, true}, Case{"qwen35-tiny", WeightQuant::kKeep},
-                      Case{"qwen35-tiny", WeightQuant::kF32}, Case{"qwen35-tiny", WeightQuant::kF32, true}),
+                      Case{"qwen35-tiny", WeightQuant::kF32}, Case{"qwen35-tiny", WeightQuant::kF32, true},
+                      // Mixture of experts: f32 keys and values only. The f16 cache moves a query by ~1e-3,
+                      // and of this random model's ~1,600 routing decisions a few have top-2 margins that
+                      // small, so the expert picked flips and its output jumps (seen: cosine 0.968 and
+                      // another argmax at a position of the code prompt, bf16 and f32 weights alike).
+                      Case{"qwen3next-tiny", WeightQuant::kKeep, true},
+                      Case{"qwen3next-tiny", WeightQuant::kF32, true}),
     [](const auto& info) {
       std::string n = std::string(info.param.name) + "_" + WeightQuantName(info.param.quant) +
                       (info.param.kv_f32 ? "_kv_f32" : "");

@@ -129,7 +129,8 @@ Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int
   for (int64_t g0 = 0; g0 < rows; g0 += group) {
     const int64_t n = std::min(group, rows - g0);
     const size_t read = static_cast<size_t>(g0) * src_row;
-    if (read - released >= kReleaseEvery) {
+    const bool stacked = t.transform != nullptr && !t.transform->parts.empty();
+    if (read - released >= kReleaseEvery && !stacked) {
       source_.Release(t.data + released, read - released);
       released = read;
     }
@@ -164,7 +165,7 @@ Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int
                                          dst + static_cast<size_t>(g0 / group) * group_out));
     }
   }
-  source_.Release(t.data, t.n_bytes);
+  ForEachStoredRange(t, [&](const uint8_t* data, uint64_t n) { source_.Release(data, n); });
   progress_->Update(arena_->used());
   w.data = dst;
   return w;
@@ -198,15 +199,23 @@ Result<WeightLoader::Tied> WeightLoader::TiedEmbedding(const std::string& name, 
 }
 
 Result<Weight> WeightLoader::MatrixImpl(const std::string& name, int64_t rows, int64_t cols, const char* what,
-                                        bool embedding, bool pack) {
-  FAK_ASSIGN_OR_RETURN(const SourceTensor* t,
-                       Get(name, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)}, what));
+                                        bool embedding, bool pack, int64_t n_expert) {
+  std::vector<uint64_t> shape = {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)};
+  if (n_expert > 0) shape.push_back(static_cast<uint64_t>(n_expert));
+  FAK_ASSIGN_OR_RETURN(const SourceTensor* t, Get(name, shape, what));
   GgmlType target = TargetType(t->type, cols, embedding);
   if (!IsKernelType(target)) {
     return Unsupported("tensor '{}' is {}: fak has no CPU kernels for it (convert with --quant q8_0 or q4_k)",
                        name, GgmlTypeName(target));
   }
-  return Convert(*t, target, rows, cols, pack);
+  // Experts are used one by one: each must begin on a group of the packed layout.
+  if (n_expert > 0 && rows % Layout().GroupRows() != 0) pack = false;
+  return Convert(*t, target, n_expert > 0 ? n_expert * rows : rows, cols, pack);
+}
+
+Result<Weight> WeightLoader::Experts(const std::string& name, int64_t n_expert, int64_t rows, int64_t cols,
+                                     const char* what) {
+  return MatrixImpl(name, rows, cols, what, /*embedding=*/false, /*pack=*/true, n_expert);
 }
 
 Result<Weight> WeightLoader::Vector(const std::string& name, int64_t n, const char* what) {

@@ -34,6 +34,10 @@ class WeightLoader {
   // matrices keep GGUF rows so single rows can be looked up.
   Result<Weight> Matrix(const std::string& name, int64_t rows, int64_t cols, const char* what,
                         bool embedding = false);
+  // A stack of n_expert (rows, cols) matrices (GGUF shape {cols, rows, n_expert}) as one
+  // (n_expert * rows, cols) matrix whose experts each start on a group of the backend's layout.
+  Result<Weight> Experts(const std::string& name, int64_t n_expert, int64_t rows, int64_t cols,
+                         const char* what);
   // A tied embedding, bound once for two uses. When the kernels prefer the packed layout, the output
   // projection is packed into the arena and lookups read the source's own rows in place (no second
   // copy in memory); `lookup_as` is then the arena copy's type, which lookups reproduce exactly.
@@ -59,7 +63,7 @@ class WeightLoader {
                                   const char* what) const;
   Result<Weight> Convert(const SourceTensor& t, GgmlType target, int64_t rows, int64_t cols, bool pack);
   Result<Weight> MatrixImpl(const std::string& name, int64_t rows, int64_t cols, const char* what,
-                            bool embedding, bool pack);
+                            bool embedding, bool pack, int64_t n_expert = 0);
 
   const WeightSource& source_;
   LoadOptions options_;

@@ -77,7 +77,13 @@ class HfSource final : public WeightSource {
     s->dir_ = dir;
     FAK_ASSIGN_OR_RETURN(s->config_, ModelConfigFromHfDir(dir));
     FAK_ASSIGN_OR_RETURN(s->ckpt_, SafetensorsCheckpoint::Open(path, MapOptions{}));
+    const Architecture* arch = FindArchitecture(s->config_.arch);
+    std::map<std::string, std::map<int64_t, const SafetensorsTensor*>> experts;  // stacked name -> parts
     for (const SafetensorsTensor* t : s->ckpt_.tensors()) {
+      if (auto [name, e] = ExpertTensorName(t->name, arch); !name.empty()) {
+        if (!experts[name].emplace(e, t).second) return Corrupt("{}: expert {} of '{}' twice", path, e, name);
+        continue;
+      }
       std::string name = CanonicalTensorName(t->name, s->config_.arch);
       if (name.empty()) continue;  // rotary caches and other tensors fak does not use
       FAK_ASSIGN_OR_RETURN(GgmlType type, GgmlTypeForDtype(*t));
@@ -85,14 +91,14 @@ class HfSource final : public WeightSource {
                       type,   t->data, t->n_bytes,
                       nullptr};
       if (st.shape.empty()) st.shape.push_back(1);
-      if (const Architecture* a = FindArchitecture(s->config_.arch);
-          a != nullptr && a->hf_transform != nullptr) {
-        FAK_RETURN_IF_ERROR(a->hf_transform(s->config_, st));
+      std::vector<SourceTensor> more;
+      if (arch != nullptr && arch->hf_transform != nullptr) {
+        FAK_RETURN_IF_ERROR(arch->hf_transform(s->config_, st, more));
       }
-      if (s->index_.count(name) != 0) return Corrupt("{}: two tensors map to '{}'", path, name);
-      s->index_[name] = s->tensors_.size();
-      s->tensors_.push_back(std::move(st));
+      more.insert(more.begin(), std::move(st));
+      for (SourceTensor& m : more) FAK_RETURN_IF_ERROR(s->Add(path, std::move(m)));
     }
+    for (auto& [name, parts] : experts) FAK_RETURN_IF_ERROR(s->AddStacked(path, name, parts));
     return std::unique_ptr<WeightSource>(std::move(s));
   }
   const ModelConfig& config() const override { return config_; }
@@ -107,6 +113,75 @@ class HfSource final : public WeightSource {
   void Release(const uint8_t* data, uint64_t n) const override { DropPages(data, n); }
 
  private:
+  // "model.layers.3.mlp.experts.7.gate_proj.weight" -> {"blk.3.ffn_gate_exps.weight", 7} when the
+  // architecture stacks that tensor; {"", -1} otherwise.
+  static std::pair<std::string, int64_t> ExpertTensorName(const std::string& hf_name, const Architecture* a) {
+    static const std::string kPrefix = "model.layers.", kExperts = ".mlp.experts.";
+    std::string hf = hf_name;
+    if (hf.rfind("model.language_model.", 0) == 0) hf = "model." + hf.substr(21);
+    if (a == nullptr || a->hf_experts.empty() || hf.rfind(kPrefix, 0) != 0) return {"", -1};
+    const size_t dot = hf.find('.', kPrefix.size());
+    if (dot == std::string::npos || hf.compare(dot, kExperts.size(), kExperts) != 0) return {"", -1};
+    const std::string layer = hf.substr(kPrefix.size(), dot - kPrefix.size());
+    const size_t e0 = dot + kExperts.size(), e1 = hf.find('.', e0);
+    if (e1 == std::string::npos) return {"", -1};
+    const std::string expert = hf.substr(e0, e1 - e0);
+    auto digits = [](const std::string& x) {
+      return !x.empty() && x.size() < 9 && x.find_first_not_of("0123456789") == std::string::npos;
+    };
+    if (!digits(layer) || !digits(expert)) return {"", -1};
+    const std::string suffix = hf.substr(e1 + 1);
+    for (const auto& [from, to] : a->hf_experts) {
+      if (suffix == from) return {"blk." + layer + "." + to, std::stoll(expert)};
+    }
+    return {"", -1};
+  }
+
+  Status Add(const std::string& path, SourceTensor st) {
+    if (index_.count(st.name) != 0) return Corrupt("{}: two tensors map to '{}'", path, st.name);
+    index_[st.name] = tensors_.size();
+    tensors_.push_back(std::move(st));
+    return Status::Ok();
+  }
+
+  // The experts' matrices as one (n_expert, rows, cols) tensor, read in place from each part.
+  Status AddStacked(const std::string& path, const std::string& name,
+                    const std::map<int64_t, const SafetensorsTensor*>& parts) {
+    const SafetensorsTensor* first = parts.begin()->second;
+    const auto n = static_cast<int64_t>(parts.size());
+    if (parts.begin()->first != 0 || parts.rbegin()->first != n - 1) {
+      return Corrupt("{}: the experts of '{}' are not numbered 0 to {} (found {} to {})", path, name, n - 1,
+                     parts.begin()->first, parts.rbegin()->first);
+    }
+    if (config_.n_expert > 0 && n != config_.n_expert) {
+      return Corrupt("{}: '{}' has {} experts, the config {}", path, name, n, config_.n_expert);
+    }
+    if (first->shape.size() != 2) {
+      return Corrupt("{}: expert tensor '{}' has {} dimensions, want 2", path, first->name,
+                     first->shape.size());
+    }
+    auto tf = std::make_shared<SourceTransform>();
+    for (const auto& [e, t] : parts) {
+      if (t->shape != first->shape || t->dtype != first->dtype) {
+        return Corrupt("{}: expert tensor '{}' differs in shape or type from '{}'", path, t->name,
+                       first->name);
+      }
+      tf->parts.push_back(t->data);
+    }
+    FAK_ASSIGN_OR_RETURN(GgmlType type, GgmlTypeForDtype(*first));
+    tf->part_rows = static_cast<int64_t>(first->shape[0]);
+    tf->part_bytes = first->n_bytes;
+    SourceTensor st{name,
+                    first->name,
+                    {static_cast<uint64_t>(first->shape[1]), static_cast<uint64_t>(first->shape[0]),
+                     static_cast<uint64_t>(n)},
+                    type,
+                    first->data,
+                    first->n_bytes * static_cast<uint64_t>(n),
+                    std::move(tf)};
+    return Add(path, std::move(st));
+  }
+
   std::string dir_;
   ModelConfig config_;
   SafetensorsCheckpoint ckpt_;
@@ -156,6 +231,12 @@ Status ReadCanonicalRow(const SourceTensor& t, int64_t r, int64_t cols, float* o
     return Internal("tensor '{}': rows of {} do not fit {}", t.name, cols, GgmlTypeName(t.type));
   }
   const uint8_t* src = t.data + static_cast<uint64_t>(stored) * *row_bytes;
+  if (tf != nullptr && !tf->parts.empty()) {
+    const auto part = static_cast<size_t>(stored / tf->part_rows);
+    if (part >= tf->parts.size())
+      return Internal("tensor '{}': row {} past its {} parts", t.name, r, tf->parts.size());
+    src = tf->parts[part] + static_cast<uint64_t>(stored % tf->part_rows) * *row_bytes;
+  }
   if (tf == nullptr || tf->col_from.empty()) {
     FAK_RETURN_IF_ERROR(DequantizeRow(t.type, src, out, cols));
   } else {

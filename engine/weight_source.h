@@ -15,11 +15,17 @@
 namespace fak {
 
 // How a stored tensor becomes the canonical one beyond its name (HF checkpoints of some
-// architectures): rows or columns reordered, every value mapped, dimensions of 1 dropped.
+// architectures): rows or columns reordered or picked (one stored matrix may feed two canonical ones),
+// every value mapped, dimensions of 1 dropped, or several stored matrices stacked (experts).
 struct SourceTransform {
   enum Value { kNone, kAddOne, kNegExp } value = kNone;  // x + 1 (zero-centred norms); -exp(x) (A_log)
   std::vector<int64_t> row_from;  // canonical row r is stored row row_from[r]; empty: the same
   std::vector<int64_t> col_from;  // canonical column c is stored column col_from[c]; empty: the same
+  // Stacked: stored row s is row s % part_rows of the matrix at parts[s / part_rows] (each of
+  // part_bytes bytes); empty: one matrix at SourceTensor::data.
+  std::vector<const uint8_t*> parts;
+  int64_t part_rows = 0;
+  uint64_t part_bytes = 0;
 };
 
 struct SourceTensor {
@@ -36,6 +42,15 @@ struct SourceTensor {
 // row while columns are reordered.
 Status ReadCanonicalRow(const SourceTensor& t, int64_t r, int64_t cols, float* out,
                         std::vector<float>& scratch);
+// Calls fn(data, n_bytes) for each stored range t reads (its parts when stacked).
+template <typename Fn>
+void ForEachStoredRange(const SourceTensor& t, Fn fn) {
+  if (t.transform != nullptr && !t.transform->parts.empty()) {
+    for (const uint8_t* p : t.transform->parts) fn(p, t.transform->part_bytes);
+  } else {
+    fn(t.data, t.n_bytes);
+  }
+}
 
 class WeightSource {
  public:

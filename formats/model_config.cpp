@@ -1,5 +1,6 @@
 #include "formats/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <filesystem>
@@ -106,7 +107,7 @@ Status ModelConfig::Validate() const {
   if (!layer_is_linear.empty() && static_cast<int64_t>(layer_is_linear.size()) != n_layer) {
     return Corrupt("model config: {} layer types for {} layers", layer_is_linear.size(), n_layer);
   }
-  if (arch == "qwen3_5") {
+  if (hybrid()) {
     if (layer_is_linear.empty()) return Corrupt("model config: the hybrid model names no layer types");
     FAK_RETURN_IF_ERROR(positive("linear_num_key_heads", linear_n_key_head));
     FAK_RETURN_IF_ERROR(positive("linear_num_value_heads", linear_n_value_head));
@@ -122,6 +123,21 @@ Status ModelConfig::Validate() const {
     if (linear_n_value_head > 4096 || linear_key_head_dim > 4096 || linear_value_head_dim > 4096) {
       return Corrupt("model config: implausible linear-attention size ({} heads of {} x {})",
                      linear_n_value_head, linear_key_head_dim, linear_value_head_dim);
+    }
+  }
+  if (!layer_is_moe.empty()) {
+    if (static_cast<int64_t>(layer_is_moe.size()) != n_layer) {
+      return Corrupt("model config: {} expert-layer flags for {} layers", layer_is_moe.size(), n_layer);
+    }
+    FAK_RETURN_IF_ERROR(positive("num_experts", n_expert));
+    FAK_RETURN_IF_ERROR(positive("num_experts_per_tok", n_expert_used));
+    FAK_RETURN_IF_ERROR(positive("moe_intermediate_size", d_expert_ffn));
+    if (n_expert > 4096 || n_expert_used > n_expert) {
+      return Corrupt("model config: {} experts per token of {} (want 1 to num_experts, at most 4096 experts)",
+                     n_expert_used, n_expert);
+    }
+    if (d_shared_expert_ffn < 0) {
+      return Corrupt("model config: shared_expert_intermediate_size = {} is negative", d_shared_expert_ffn);
     }
   }
   // Scalars that would otherwise run silently to non-finite activations (token 0 forever).
@@ -169,13 +185,11 @@ Result<ModelConfig> ModelConfigFromHfJson(const std::string& text, const std::st
   } else if (model_type == "qwen3_5" || model_type == "qwen3_5_text") {
     c.arch = "qwen3_5";
   } else if (model_type == "qwen3_next") {
-    return Unsupported(
-        "{}: model_type 'qwen3_next' (Qwen3-Next) has mixture-of-experts layers, which fak does not run; its "
-        "dense hybrid sibling qwen3_5 runs",
-        source);
+    c.arch = "qwen3_next";
   } else {
     return Unsupported(
-        "{}: model_type '{}' (architecture '{}') is not supported; fak runs llama, qwen2, qwen3, qwen3_5",
+        "{}: model_type '{}' (architecture '{}') is not supported; fak runs llama, qwen2, qwen3, qwen3_5, "
+        "qwen3_next",
         source, model_type, c.hf_architecture);
   }
   FAK_ASSIGN_OR_RETURN(c.n_layer, f.Int("num_hidden_layers"));
@@ -195,7 +209,7 @@ Result<ModelConfig> ModelConfigFromHfJson(const std::string& text, const std::st
   if (c.n_head > 0) {
     FAK_ASSIGN_OR_RETURN(c.head_dim, f.IntOr("head_dim", c.d_model / c.n_head));
   }
-  c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3_5";
+  c.qk_norm = c.arch == "qwen3" || c.hybrid();
   c.torch_dtype = f.StringOr("torch_dtype", f.StringOr("dtype", ""));
   if (auto rs = j.find("rope_scaling"); rs != j.end())
     FAK_RETURN_IF_ERROR(ParseRopeScaling(*rs, source, c.rope));
@@ -221,11 +235,19 @@ Result<ModelConfig> ModelConfigFromHfJson(const std::string& text, const std::st
       return Corrupt("{}: field 'eos_token_id' is neither an integer nor a list", source);
     }
   }
-  if (c.arch == "qwen3_5") {
+  if (c.hybrid()) {
     auto lt = j.find("layer_types");
-    if (lt == j.end() || !lt->is_array())
-      return NotFound("{}: missing list 'layer_types' for the hybrid model", source);
-    for (const auto& t : *lt) {
+    if (lt == j.end() || lt->is_null()) {
+      // Qwen3-Next's config may give only the period of the full-attention layers.
+      FAK_ASSIGN_OR_RETURN(int64_t interval, f.IntOr("full_attention_interval", 0));
+      if (interval <= 0) return NotFound("{}: missing list 'layer_types' for the hybrid model", source);
+      for (int64_t l = 0; l < c.n_layer && l < (int64_t{1} << 20); ++l) {
+        c.layer_is_linear.push_back((l + 1) % interval != 0);
+      }
+    } else if (!lt->is_array()) {
+      return Corrupt("{}: 'layer_types' is not a list", source);
+    }
+    for (const auto& t : lt != j.end() && lt->is_array() ? *lt : json::array()) {
       if (!t.is_string()) return Corrupt("{}: 'layer_types' holds a non-string", source);
       const std::string s = t.get<std::string>();
       if (s != "linear_attention" && s != "full_attention") {
@@ -238,6 +260,27 @@ Result<ModelConfig> ModelConfigFromHfJson(const std::string& text, const std::st
     FAK_ASSIGN_OR_RETURN(c.linear_key_head_dim, f.Int("linear_key_head_dim"));
     FAK_ASSIGN_OR_RETURN(c.linear_value_head_dim, f.Int("linear_value_head_dim"));
     FAK_ASSIGN_OR_RETURN(c.linear_conv_kernel, f.IntOr("linear_conv_kernel_dim", 4));
+  }
+  FAK_ASSIGN_OR_RETURN(c.n_expert, f.IntOr("num_experts", 0));
+  if (c.n_expert > 0) {
+    FAK_ASSIGN_OR_RETURN(c.n_expert_used, f.Int("num_experts_per_tok"));
+    FAK_ASSIGN_OR_RETURN(c.d_expert_ffn, f.Int("moe_intermediate_size"));
+    FAK_ASSIGN_OR_RETURN(c.d_shared_expert_ffn, f.IntOr("shared_expert_intermediate_size", 0));
+    FAK_ASSIGN_OR_RETURN(c.norm_top_k, f.BoolOr("norm_topk_prob", true));
+    FAK_ASSIGN_OR_RETURN(int64_t step, f.IntOr("decoder_sparse_step", 1));
+    if (step <= 0) return Corrupt("{}: decoder_sparse_step = {} must be positive", source, step);
+    std::vector<int64_t> dense;
+    if (auto m = j.find("mlp_only_layers"); m != j.end() && !m->is_null()) {
+      if (!m->is_array()) return Corrupt("{}: 'mlp_only_layers' is not a list", source);
+      for (const auto& x : *m) {
+        if (!x.is_number_integer()) return Corrupt("{}: 'mlp_only_layers' holds a non-integer", source);
+        dense.push_back(x.get<int64_t>());
+      }
+    }
+    for (int64_t l = 0; l < c.n_layer && l < (int64_t{1} << 20); ++l) {
+      const bool only_mlp = std::find(dense.begin(), dense.end(), l) != dense.end();
+      c.layer_is_moe.push_back(!only_mlp && (l + 1) % step == 0);
+    }
   }
   Status v = c.Validate();
   if (!v.ok()) return v.WithContext(source);
@@ -297,6 +340,16 @@ Status HybridFromGguf(const GgufFile& file, const std::string& arch, ModelConfig
     FAK_ASSIGN_OR_RETURN(int64_t rot, get("rope.dimension_count"));
     c.rope.partial_rotary_factor = static_cast<double>(rot) / static_cast<double>(c.head_dim);
   }
+  // Experts (qwen3next): which layers have them the tensors tell (the architecture's config hook).
+  if (file.Find(arch + ".expert_count") != nullptr) {
+    FAK_ASSIGN_OR_RETURN(c.n_expert, get("expert_count"));
+    FAK_ASSIGN_OR_RETURN(c.n_expert_used, get("expert_used_count"));
+    FAK_ASSIGN_OR_RETURN(c.d_expert_ffn, get("expert_feed_forward_length"));
+    if (file.Find(arch + ".expert_shared_feed_forward_length") != nullptr) {
+      FAK_ASSIGN_OR_RETURN(c.d_shared_expert_ffn, get("expert_shared_feed_forward_length"));
+    }
+    c.norm_top_k = true;  // llama.cpp's qwen3next always renormalises the chosen experts' weights
+  }
   return Status::Ok();
 }
 
@@ -309,10 +362,12 @@ Result<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
     c.arch = arch;
   } else if (arch == "qwen35") {
     c.arch = "qwen3_5";
+  } else if (arch == "qwen3next") {
+    c.arch = "qwen3_next";
   } else {
     return Unsupported(
-        "{}: general.architecture '{}' is not supported; fak runs llama, qwen2, qwen3, qwen3_5", file.path(),
-        arch);
+        "{}: general.architecture '{}' is not supported; fak runs llama, qwen2, qwen3, qwen35, qwen3next",
+        file.path(), arch);
   }
   auto key = [&](const char* k) { return arch + "." + k; };
   auto get_int = [&](const char* k) -> Result<int64_t> {
@@ -374,7 +429,7 @@ Result<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
     FAK_ASSIGN_OR_RETURN(uint64_t e, file.GetUint("tokenizer.ggml.eos_token_id"));
     c.eos_token_ids.push_back(static_cast<int64_t>(e));
   }
-  if (c.arch == "qwen3_5") FAK_RETURN_IF_ERROR(HybridFromGguf(file, arch, c));
+  if (c.hybrid()) FAK_RETURN_IF_ERROR(HybridFromGguf(file, arch, c));
   Status v = c.Validate();
   if (!v.ok()) return v.WithContext(file.path());
   return c;

@@ -60,7 +60,8 @@ struct RopeSpec {
 // One Gated-DeltaNet (linear attention) layer's geometry and where its state lives in a sequence's
 // state slot: first the convolution's last conv_kernel - 1 inputs, (conv_kernel - 1, conv_dim) f32,
 // then the recurrent state S, (n_v_head, k_dim, v_dim) f32. Value head h reads key head
-// h % n_k_head (llama.cpp's tiled order; HF checkpoints are reordered into it at load).
+// h % n_k_head (llama.cpp's tiled order for qwen35, into which HF checkpoints are reordered at load),
+// or with `grouped` key head h / (n_v_head / n_k_head) (the order HF and llama.cpp's qwen3next keep).
 struct DeltaNetSpec {
   int64_t n_k_head = 0;
   int64_t n_v_head = 0;
@@ -69,10 +70,28 @@ struct DeltaNetSpec {
   int64_t conv_kernel = 0;
   size_t state_offset = 0;  // bytes into the slot
   float eps = 1e-6f;        // of the q/k L2 normalization
+  bool grouped = false;
 
+  // The key head value head h reads.
+  int64_t KeyHead(int64_t h) const { return grouped ? h / (n_v_head / n_k_head) : h % n_k_head; }
   int64_t conv_dim() const { return 2 * n_k_head * k_dim + n_v_head * v_dim; }
   size_t ConvStateBytes() const { return static_cast<size_t>((conv_kernel - 1) * conv_dim()) * 4; }
   size_t StateBytes() const { return ConvStateBytes() + static_cast<size_t>(n_v_head * k_dim * v_dim) * 4; }
+};
+
+// A mixture-of-experts FFN (Qwen3-Next): per row, a router (n_expert, d) gives softmax weights over the
+// experts; the n_used largest are kept (renormalised to sum 1 when norm_top_k) and each chosen expert's
+// SwiGLU FFN runs on the row, scaled by its weight. A shared expert, where present, runs on every row,
+// scaled by sigmoid(x . shared_scale). Each row's result is summed in a fixed order (experts by rank,
+// then the shared expert), so it does not depend on the other rows of the batch.
+struct MoeSpec {
+  int64_t n_expert = 0;
+  int64_t n_used = 0;
+  bool norm_top_k = true;
+  BoundWeight router;                               // (n_expert, d) MatMul-bound
+  std::vector<BoundWeight> gate, up, down;          // each expert's (d_ff, d), (d_ff, d), (d, d_ff)
+  BoundWeight shared_gate, shared_up, shared_down;  // absent: no shared expert
+  BoundWeight shared_scale;                         // (1, d) vector; absent: the shared expert is unscaled
 };
 
 // One ragged batch as the ops see it: rows from many sequences, each a prefill chunk or a decode
@@ -126,6 +145,10 @@ class Backend {
   virtual Result<int32_t> BindRope(const RopeSpec& rope) = 0;
   // A Gated-DeltaNet layer; fails on backends without its kernels.
   virtual Result<int32_t> BindDeltaNet(const DeltaNetSpec& spec) = 0;
+  // A mixture-of-experts FFN for MoeFfn (its weights bound already); fails on backends without it.
+  virtual Result<int32_t> BindMoe(const MoeSpec& spec) {
+    return Unsupported("the {} backend does not run mixture-of-experts layers yet", name());
+  }
 
   // --- Memory.
   virtual Result<Tensor> Alloc(int64_t rows, int64_t cols) = 0;
@@ -181,6 +204,9 @@ class Backend {
   // q and k are L2-normalized, q scaled by 1/sqrt(k_dim). out (n_rows, n_v_head * v_dim).
   virtual void DeltaNetRule(int32_t states, int32_t dn, Tensor x, Tensor b, Tensor a, BoundWeight ssm_a,
                             BoundWeight dt_bias, Tensor out) = 0;
+  // out (n_rows, d) = mixture-of-experts FFN `moe` (MoeSpec) of x (n_rows, d). Only a backend whose
+  // BindMoe succeeded is called.
+  virtual void MoeFfn(int32_t moe, Tensor x, Tensor out) {}
   // out[i] = x[out_rows[i]].
   virtual void GatherOutRows(Tensor x, Tensor out) = 0;
   // Copies page src into page dst (copy-on-write of a shared partial page).

@@ -60,6 +60,24 @@ struct KvStore {
   }
 };
 
+// A 64-byte aligned f32 scratch buffer that only grows.
+class Scratch {
+ public:
+  float* Get(int64_t n) {
+    if (n > size_) {
+      const size_t bytes = (static_cast<size_t>(n) * 4 + 63) / 64 * 64;
+      p_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+      if (p_ == nullptr) throw std::bad_alloc();
+      size_ = n;
+    }
+    return p_.get();
+  }
+
+ private:
+  std::unique_ptr<float, Aligned> p_;
+  int64_t size_ = 0;
+};
+
 struct StateStore {
   size_t slot_bytes = 0;
   std::vector<uint8_t> data;
@@ -85,11 +103,12 @@ enum ProfiledOp {
   kGates,
   kDeltaNetConv,
   kDeltaNetRule,
+  kMoe,
   kNumProfiledOps
 };
-constexpr const char* kOpNames[] = {"Embed",    "MatMul", "RmsNorm",      "AddRow",      "Add",
-                                    "SiluMul",  "Rope",   "KvWrite",      "Attention",   "GatherOutRows",
-                                    "Download", "Gates",  "DeltaNetConv", "DeltaNetRule"};
+constexpr const char* kOpNames[] = {"Embed",    "MatMul", "RmsNorm",      "AddRow",       "Add",
+                                    "SiluMul",  "Rope",   "KvWrite",      "Attention",    "GatherOutRows",
+                                    "Download", "Gates",  "DeltaNetConv", "DeltaNetRule", "Moe (routing)"};
 
 // FAK_PROFILE=1: time per op kind, printed to stderr when the backend is destroyed.
 bool ProfilingEnabled() {
@@ -176,6 +195,42 @@ class CpuBackend final : public Backend {
     }
     delta_nets_.push_back(d);
     return static_cast<int32_t>(delta_nets_.size() - 1);
+  }
+
+  Result<int32_t> BindMoe(const MoeSpec& m) override {
+    if (m.n_expert <= 0 || m.n_used <= 0 || m.n_used > m.n_expert) {
+      return InvalidArgument("mixture of experts: {} of {} experts per token", m.n_used, m.n_expert);
+    }
+    const auto n = static_cast<size_t>(m.n_expert);
+    if (m.gate.size() != n || m.up.size() != n || m.down.size() != n) {
+      return InvalidArgument("mixture of experts: {} experts but {}/{}/{} gate/up/down matrices", n,
+                             m.gate.size(), m.up.size(), m.down.size());
+    }
+    if (!m.router.present() || m.router.rows != m.n_expert) {
+      return InvalidArgument("mixture of experts: the router has {} rows for {} experts", m.router.rows, n);
+    }
+    const int64_t d = m.router.cols;
+    auto ffn_ok = [d](BoundWeight g, BoundWeight u, BoundWeight w) {
+      return g.present() && u.present() && w.present() && g.cols == d && u.rows == g.rows && u.cols == d &&
+             w.rows == d && w.cols == g.rows;
+    };
+    for (size_t e = 0; e < n; ++e) {
+      if (!ffn_ok(m.gate[e], m.up[e], m.down[e])) {
+        return InvalidArgument("mixture of experts: expert {}'s matrices do not fit a model width of {}", e,
+                               d);
+      }
+    }
+    const bool shared = m.shared_gate.present() || m.shared_up.present() || m.shared_down.present();
+    if (shared && !ffn_ok(m.shared_gate, m.shared_up, m.shared_down)) {
+      return InvalidArgument(
+          "mixture of experts: the shared expert's matrices do not fit a model width of {}", d);
+    }
+    if (m.shared_scale.present() && (!shared || m.shared_scale.cols != d)) {
+      return InvalidArgument("mixture of experts: a shared-expert gate of {} values for a width of {}",
+                             m.shared_scale.cols, d);
+    }
+    moes_.push_back(m);
+    return static_cast<int32_t>(moes_.size() - 1);
   }
 
   Result<Tensor> Alloc(int64_t rows, int64_t cols) override {
@@ -486,6 +541,97 @@ class CpuBackend final : public Backend {
     });
   }
 
+  // Routing, then each chosen expert over the rows that chose it (gathered into one product, so its
+  // weights are read once per batch), each (row, rank) result kept apart and summed per row in rank
+  // order: a row's bits do not depend on which rows share the batch (the products are row-invariant).
+  void MoeFfn(int32_t id, Tensor x, Tensor out) override {
+    if (!error_.ok()) return;
+    const MoeSpec& m = moes_[static_cast<size_t>(id)];
+    const int64_t n = x.rows, d = x.cols, n_exp = m.n_expert, k = m.n_used;
+    float* logits = moe_logits_.Get(n * n_exp);
+    MatMul(m.router, x, Tensor{logits, n, n_exp});
+    if (!error_.ok()) return;
+    moe_ids_.resize(static_cast<size_t>(n * k));
+    moe_weights_.resize(static_cast<size_t>(n * k));
+    {
+      Profile prof(this, kMoe);
+      for (int64_t r = 0; r < n; ++r) {
+        float* p = logits + r * n_exp;
+        float top = p[0];
+        for (int64_t e = 1; e < n_exp; ++e) top = std::max(top, p[e]);
+        float sum = 0.0f;
+        for (int64_t e = 0; e < n_exp; ++e) sum += p[e] = std::exp(p[e] - top);
+        float kept = 0.0f;
+        for (int64_t j = 0; j < k; ++j) {  // the k largest, ties to the lower expert
+          int64_t best = -1;
+          for (int64_t e = 0; e < n_exp; ++e) {
+            if (p[e] >= 0.0f && (best < 0 || p[e] > p[best])) best = e;
+          }
+          moe_ids_[static_cast<size_t>(r * k + j)] = static_cast<int32_t>(best);
+          moe_weights_[static_cast<size_t>(r * k + j)] = p[best] / sum;
+          kept += p[best] / sum;
+          p[best] = -1.0f;  // taken
+        }
+        if (m.norm_top_k) {
+          for (int64_t j = 0; j < k; ++j) moe_weights_[static_cast<size_t>(r * k + j)] /= kept;
+        }
+      }
+    }
+    float* y = moe_y_.Get(n * k * d);  // (row, rank) results
+    std::vector<int64_t>& slots = moe_slots_;
+    for (int64_t e = 0; e < n_exp; ++e) {
+      slots.clear();
+      for (int64_t i = 0; i < n * k; ++i) {
+        if (moe_ids_[static_cast<size_t>(i)] == e) slots.push_back(i);
+      }
+      if (slots.empty()) continue;
+      const auto rows = static_cast<int64_t>(slots.size());
+      const int64_t ff = m.gate[static_cast<size_t>(e)].rows;
+      float* xe = moe_x_.Get(rows * d);
+      for (int64_t i = 0; i < rows; ++i) {
+        std::memcpy(xe + i * d, x.data + slots[static_cast<size_t>(i)] / k * d, static_cast<size_t>(d) * 4);
+      }
+      const Tensor g{moe_g_.Get(rows * ff), rows, ff}, ye{moe_out_.Get(rows * d), rows, d};
+      MatMulSwiGLU(m.gate[static_cast<size_t>(e)], m.up[static_cast<size_t>(e)], Tensor{xe, rows, d}, g,
+                   Tensor{moe_u_.Get(rows * ff), rows, ff});
+      MatMul(m.down[static_cast<size_t>(e)], g, ye);
+      for (int64_t i = 0; i < rows; ++i) {
+        std::memcpy(y + slots[static_cast<size_t>(i)] * d, ye.data + i * d, static_cast<size_t>(d) * 4);
+      }
+    }
+    float* shared = nullptr;
+    if (m.shared_gate.present()) {
+      const int64_t ff = m.shared_gate.rows;
+      const Tensor g{moe_g_.Get(n * ff), n, ff};
+      shared = moe_shared_.Get(n * d);
+      MatMulSwiGLU(m.shared_gate, m.shared_up, x, g, Tensor{moe_u_.Get(n * ff), n, ff});
+      MatMul(m.shared_down, g, Tensor{shared, n, d});
+    }
+    if (!error_.ok()) return;
+    Profile prof(this, kMoe);
+    const float* scale_w =
+        m.shared_scale.present() ? vectors_[static_cast<size_t>(m.shared_scale.id)] : nullptr;
+    Rows(n, d, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        float* o = out.data + r * out.cols;
+        const float* w = &moe_weights_[static_cast<size_t>(r * k)];
+        for (int64_t c = 0; c < d; ++c) o[c] = w[0] * y[(r * k) * d + c];
+        for (int64_t j = 1; j < k; ++j) {
+          const float* yj = y + (r * k + j) * d;
+          for (int64_t c = 0; c < d; ++c) o[c] += w[j] * yj[c];
+        }
+        if (shared == nullptr) continue;
+        float scale = 1.0f;
+        if (scale_w != nullptr) {
+          float dot = 0.0f;
+          for (int64_t c = 0; c < d; ++c) dot += x.data[r * x.cols + c] * scale_w[c];
+          scale = 1.0f / (1.0f + std::exp(-dot));
+        }
+        for (int64_t c = 0; c < d; ++c) o[c] += scale * shared[r * d + c];
+      }
+    });
+  }
+
   void GatherOutRows(Tensor x, Tensor out) override {
     if (!error_.ok()) return;
     Profile prof(this, kGatherOutRows);
@@ -648,6 +794,7 @@ class CpuBackend final : public Backend {
   std::vector<Embedding> embeddings_;
   std::vector<RopeSpec> ropes_;
   std::vector<DeltaNetSpec> delta_nets_;
+  std::vector<MoeSpec> moes_;
   std::unordered_map<float*, std::unique_ptr<float, Aligned>> buffers_;
   std::vector<KvStore> kv_;
   std::vector<StateStore> states_;
@@ -662,6 +809,10 @@ class CpuBackend final : public Backend {
   // Scratch.
   std::vector<const uint16_t*> k_ptrs_, v_ptrs_;
   std::vector<float> scores_, rule_scratch_;
+  Scratch moe_logits_, moe_x_, moe_g_, moe_u_, moe_out_, moe_y_, moe_shared_;
+  std::vector<int32_t> moe_ids_;
+  std::vector<float> moe_weights_;
+  std::vector<int64_t> moe_slots_;
 };
 
 }  // namespace

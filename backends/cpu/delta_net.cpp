@@ -54,7 +54,7 @@ void DeltaNetConvChannels(const DeltaNetSpec& s, float* x, int64_t n, const floa
 FAK_DELTA_NET_CLONES void DeltaNetHead(const DeltaNetSpec& s, int64_t h, const float* x, const float* b,
                                        const float* a, int64_t n, float ssm_a, float dt_bias, float* state,
                                        float* out, float* scratch) {
-  const int64_t dk = s.k_dim, dv = s.v_dim, cd = s.conv_dim(), kh = h % s.n_k_head;
+  const int64_t dk = s.k_dim, dv = s.v_dim, cd = s.conv_dim(), kh = s.KeyHead(h);
   float* q = scratch;
   float* k = q + dk;
   float* mem = k + dk;  // k^T S, then the delta

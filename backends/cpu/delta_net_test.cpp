@@ -13,9 +13,14 @@ namespace fak::cpu {
 namespace {
 
 // The gated delta rule of one head, written plainly (this file is built for the baseline ISA, without
-// contraction into FMA): DeltaNetHead, in whichever ISA clone this CPU runs, gives its bits.
-TEST(DeltaNet, HeadIsBitIdenticalToThePlainRecurrence) {
+// contraction into FMA): DeltaNetHead, in whichever ISA clone this CPU runs, gives its bits. Both
+// orders of value heads: tiled (head h reads key head h % 2) and grouped (h / 2).
+class DeltaNetHeads : public testing::TestWithParam<bool> {};
+
+TEST_P(DeltaNetHeads, HeadIsBitIdenticalToThePlainRecurrence) {
+  const bool grouped = GetParam();
   DeltaNetSpec s;
+  s.grouped = grouped;
   s.n_k_head = 2;
   s.n_v_head = 4;
   s.k_dim = 128;
@@ -35,7 +40,7 @@ TEST(DeltaNet, HeadIsBitIdenticalToThePlainRecurrence) {
     std::vector<float> scratch(static_cast<size_t>(2 * (s.k_dim + s.v_dim)));
     const float ssm_a = -0.7f, dt = 0.3f;
     DeltaNetHead(s, h, x.data(), b.data(), a.data(), n, ssm_a, dt, state.data(), out.data(), scratch.data());
-    const int64_t kh = h % s.n_k_head, dk = s.k_dim, dv = s.v_dim;
+    const int64_t kh = grouped ? h / 2 : h % 2, dk = s.k_dim, dv = s.v_dim;
     for (int64_t t = 0; t < n; ++t) {
       std::vector<float> q(x.begin() + t * cd + kh * dk, x.begin() + t * cd + kh * dk + dk);
       std::vector<float> k(x.begin() + t * cd + (s.n_k_head + kh) * dk,
@@ -81,6 +86,9 @@ TEST(DeltaNet, HeadIsBitIdenticalToThePlainRecurrence) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Order, DeltaNetHeads, testing::Values(false, true),
+                         [](const testing::TestParamInfo<bool>& i) { return i.param ? "Grouped" : "Tiled"; });
 
 }  // namespace
 }  // namespace fak::cpu

@@ -138,6 +138,7 @@ DeltaNetDevice CudaBackend::DeviceDeltaNet(int32_t states, int32_t dn) const {
   d.conv_dim = spec.conv_dim();
   d.conv_kernel = static_cast<int>(spec.conv_kernel);
   d.eps = spec.eps;
+  d.key_group = spec.grouped ? spec.n_v_head / spec.n_k_head : 0;
   return d;
 }
 

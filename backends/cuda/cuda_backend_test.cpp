@@ -336,17 +336,22 @@ TEST(CudaOps, AttentionRowsOfDifferentChunkLengthsShareABatch) {
 // A Gated-DeltaNet layer's convolution and gated delta rule against the CPU backend: at a real model's
 // head sizes (128) and at odd ones (40 value columns, a partial column group; a width-3 convolution),
 // three sequences of 1, 9 and 70 rows in one batch in slots out of order, then a second batch that
-// continues their states (both the convolution window and the recurrent state carry over).
+// continues their states (both the convolution window and the recurrent state carry over); and value
+// heads grouped by key head (Qwen3-Next's order).
 TEST(CudaOps, DeltaNetLayerMatchesTheCpuBackend) {
   SKIP_WITHOUT_GPU();
   Pair be;
   ASSERT_TRUE(be.gpu);
   struct Geometry {
     int64_t nk, nv, dk, dv, kernel;
+    bool grouped;
   };
-  for (const Geometry& g : {Geometry{2, 4, 128, 128, 4}, Geometry{1, 3, 64, 40, 3}}) {
-    SCOPED_TRACE(fmt::format("k {}x{} v {}x{} conv {}", g.nk, g.dk, g.nv, g.dv, g.kernel));
+  for (const Geometry& g : {Geometry{2, 4, 128, 128, 4, false}, Geometry{1, 3, 64, 40, 3, false},
+                            Geometry{2, 6, 128, 64, 4, true}}) {
+    SCOPED_TRACE(
+        fmt::format("k {}x{} v {}x{} conv {} grouped {}", g.nk, g.dk, g.nv, g.dv, g.kernel, g.grouped));
     DeltaNetSpec spec;
+    spec.grouped = g.grouped;
     spec.n_k_head = g.nk;
     spec.n_v_head = g.nv;
     spec.k_dim = g.dk;

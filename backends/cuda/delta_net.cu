@@ -128,7 +128,8 @@ struct alignas(16) ScanStage {
 __device__ __forceinline__ void LoadStage(ScanStage& st, const float* x, const float* b, const float* a,
                                           const DeltaNetDevice& d, int64_t row0, int64_t rows, int64_t h,
                                           int64_t col0) {
-  const int64_t dk = d.k_dim, nk = d.n_k_head, kh = h % nk, quads = dk / 4;
+  const int64_t dk = d.k_dim, nk = d.n_k_head, kh = d.key_group > 0 ? h / d.key_group : h % nk,
+                quads = dk / 4;
   for (int64_t i = threadIdx.x; i < kStageRows * 2 * quads; i += blockDim.x) {
     const int64_t r = i / (2 * quads), w = i % (2 * quads);
     const bool is_k = w >= quads;

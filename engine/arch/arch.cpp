@@ -8,6 +8,7 @@ std::vector<const Architecture*> Architectures() {
   return {
       &LlamaFamily(),
       &Qwen35Hybrid(),
+      &Qwen3NextHybrid(),
   };
 }
 

@@ -39,6 +39,9 @@ struct TensorSpec {
   bool optional = false;   // may be absent from the file (kOutput: then tied)
   bool more_bits = false;  // llama.cpp's _M mixes give it Q6_K in the layers UseMoreBits picks
   bool rope_rows = false;  // q/k rows that llama-arch GGUF files permute for interleaved RoPE
+  // A stack of this many (rows, cols) matrices, one per expert, GGUF shape {cols, rows, experts}; the
+  // loaded Weight is (experts * rows, cols) and ExpertMatrix gives each one. 0: a plain tensor.
+  int64_t experts = 0;
 };
 
 // What one layer keeps per sequence: keys and values in KV pages, or a fixed-size recurrent state
@@ -85,14 +88,18 @@ struct Architecture {
   std::vector<std::string> handles;  // ModelConfig::arch values (HF model_type, GGUF general.architecture)
   // HF tensor names to GGUF ones: whole names, and per-layer suffixes under "model.layers.N.".
   std::vector<std::pair<const char*, const char*>> hf_top, hf_layer;
+  // Per-expert HF suffixes under "model.layers.N.mlp.experts.E." whose matrices are stacked into one
+  // GGUF tensor of (n_expert, rows, cols), named by the second: {"gate_proj.weight", "ffn_gate_exps.weight"}.
+  std::vector<std::pair<const char*, const char*>> hf_experts;
   // Every tensor a model of this config has, in the order fak writes them.
   std::vector<TensorSpec> (*tensors)(const ModelConfig& c);
   std::vector<LayerCache> (*caches)(const ModelConfig& c);
   // Config facts a GGUF file states only through its tensors (has_tensor: whether the file holds one).
   void (*configure_from_tensors)(ModelConfig& c, const std::function<bool(const std::string&)>& has_tensor);
   // What an HF checkpoint's tensor needs beyond its name to become the GGUF one (sets
-  // t.transform, may reshape t.shape); null when nothing does.
-  Status (*hf_transform)(const ModelConfig& c, SourceTensor& t);
+  // t.transform, may reshape t.shape); a stored matrix that holds two GGUF ones gives the second in
+  // `more`. Null when nothing does.
+  Status (*hf_transform)(const ModelConfig& c, SourceTensor& t, std::vector<SourceTensor>& more);
   // Binds a loaded model's weights to a backend (checked once, here).
   Result<std::unique_ptr<ArchInstance>> (*instantiate)(const Model& model, Backend& backend);
 };
@@ -117,5 +124,6 @@ std::vector<const Architecture*> Architectures();
 // Registered architectures (one line each in arch.cpp).
 const Architecture& LlamaFamily();
 const Architecture& Qwen35Hybrid();
+const Architecture& Qwen3NextHybrid();
 
 }  // namespace fak

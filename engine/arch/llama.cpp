@@ -229,6 +229,7 @@ const Architecture& LlamaFamily() {
       {"llama", "qwen2", "qwen3"},
       {{"model.embed_tokens.weight", kEmbd}, {"model.norm.weight", kOutNorm}, {"lm_head.weight", kOut}},
       HfToGgufNames(kLayerNames),
+      {},
       &LlamaTensors,
       &LlamaCaches,
       &LlamaConfigure,

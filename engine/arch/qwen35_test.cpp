@@ -1,7 +1,8 @@
-// The Gated-DeltaNet hybrid (engine/arch/qwen35.cpp) beyond the HF oracle: its recurrent state makes
+// The Gated-DeltaNet hybrids (engine/arch/qwen35.cpp) beyond the HF oracle: the recurrent state makes
 // prefill chunking, batching, snapshots and prefix reuse exact only if every op keeps each sequence's
-// rows in order and in its own slot. Checked bit for bit on the qwen35-tiny fixture (f32 weights), and
-// through the GGUF file fak writes for it.
+// rows in order and in its own slot (and, with experts, each row's routing apart from its batch).
+// Checked bit for bit on the qwen35-tiny and qwen3next-tiny fixtures (f32 weights), and through the
+// GGUF files fak writes for them.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <map>
 #include <numeric>
 
 #include "engine/convert/quantize.h"
@@ -31,6 +33,7 @@ std::string TempGguf(const std::string& name) {
 }
 
 constexpr const char* kFixture = "tests/fixtures/hf/qwen35-tiny";
+constexpr const char* kNextFixture = "tests/fixtures/hf/qwen3next-tiny";
 constexpr const char* kTokenizer = "../shared/fixtures/tokenizers/qwen3";
 
 std::vector<int32_t> Prompt(size_t n, int32_t seed) {
@@ -43,16 +46,17 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
-class Hybrid : public ::testing::Test {
+class Hybrid : public ::testing::TestWithParam<const char*> {
  protected:
-  static void SetUpTestSuite() {
-    auto m = LoadModel(kFixture, LoadOptions{.quant = WeightQuant::kF32});
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    model_ = std::move(m).value().release();
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
+  void SetUp() override {
+    static std::map<std::string, std::unique_ptr<Model>> loaded;  // one load per fixture and process
+    std::unique_ptr<Model>& m = loaded[GetParam()];
+    if (m == nullptr) {
+      auto r = LoadModel(GetParam(), LoadOptions{.quant = WeightQuant::kF32});
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      m = std::move(r).value();
+    }
+    model_ = m.get();
   }
 
   std::unique_ptr<Runtime> MakeRuntime(int64_t sequences, int threads = 2, int64_t snapshots = 4) {
@@ -78,13 +82,21 @@ class Hybrid : public ::testing::Test {
     return out;
   }
 
-  static Model* model_;
+  Model* model_ = nullptr;
 };
-Model* Hybrid::model_ = nullptr;
 
-TEST_F(Hybrid, ConfigAndCaches) {
+INSTANTIATE_TEST_SUITE_P(Fixtures, Hybrid, testing::Values(kFixture, kNextFixture),
+                         [](const testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param) == kFixture ? "qwen35" : "qwen3next";
+                         });
+
+TEST_P(Hybrid, ConfigAndCaches) {
   const ModelConfig& c = model_->config;
-  EXPECT_EQ(c.arch, "qwen3_5");
+  const bool next = std::string(GetParam()) == kNextFixture;
+  EXPECT_EQ(c.arch, next ? "qwen3_next" : "qwen3_5");
+  EXPECT_EQ(c.n_expert, next ? 8 : 0);
+  EXPECT_EQ(c.n_expert_used, next ? 2 : 0);
+  EXPECT_EQ(c.layer_is_moe, std::vector<bool>(next ? 8 : 0, true));
   EXPECT_EQ(std::count(c.layer_is_linear.begin(), c.layer_is_linear.end(), true), 6);
   EXPECT_EQ(c.linear_n_key_head, 2);
   EXPECT_EQ(c.linear_n_value_head, 4);
@@ -96,7 +108,7 @@ TEST_F(Hybrid, ConfigAndCaches) {
   EXPECT_EQ(rt->state_bytes(), 6u * (3 * 64 + 4 * 8 * 8) * 4);
 }
 
-TEST_F(Hybrid, PrefillInAnyChunksGivesTheSameBits) {
+TEST_P(Hybrid, PrefillInAnyChunksGivesTheSameBits) {
   auto rt = MakeRuntime(1);
   ASSERT_NE(rt, nullptr);
   const std::vector<int32_t> ids = Prompt(80, 1);
@@ -106,7 +118,7 @@ TEST_F(Hybrid, PrefillInAnyChunksGivesTheSameBits) {
   }
 }
 
-TEST_F(Hybrid, ASequenceGetsTheSameBitsAloneAndInABatch) {
+TEST_P(Hybrid, ASequenceGetsTheSameBitsAloneAndInABatch) {
   auto rt = MakeRuntime(4);
   ASSERT_NE(rt, nullptr);
   const size_t vocab = static_cast<size_t>(rt->vocab_size());
@@ -140,7 +152,7 @@ TEST_F(Hybrid, ASequenceGetsTheSameBitsAloneAndInABatch) {
   }
 }
 
-TEST_F(Hybrid, ASnapshotContinuesExactlyAndTruncationStartsOver) {
+TEST_P(Hybrid, ASnapshotContinuesExactlyAndTruncationStartsOver) {
   auto rt = MakeRuntime(2);
   ASSERT_NE(rt, nullptr);
   const size_t vocab = static_cast<size_t>(rt->vocab_size());
@@ -180,7 +192,7 @@ TEST_F(Hybrid, ASnapshotContinuesExactlyAndTruncationStartsOver) {
 
 // A pass that fails after it ran (non-finite logits: here a NaN put into the final norm) may have
 // advanced the states of its sequences: they come back empty and cleared, so they go on as new ones.
-TEST_F(Hybrid, AFailedPassLeavesItsSequencesEmptyAndClear) {
+TEST_P(Hybrid, AFailedPassLeavesItsSequencesEmptyAndClear) {
   auto rt = MakeRuntime(1);
   ASSERT_NE(rt, nullptr);
   const size_t vocab = static_cast<size_t>(rt->vocab_size());
@@ -200,7 +212,7 @@ TEST_F(Hybrid, AFailedPassLeavesItsSequencesEmptyAndClear) {
   EXPECT_TRUE(SameBits(logits, want));
 }
 
-TEST_F(Hybrid, PrefixCacheHitsOnlyWhereAStateWasKept) {
+TEST_P(Hybrid, PrefixCacheHitsOnlyWhereAStateWasKept) {
   auto rt = MakeRuntime(2);
   ASSERT_NE(rt, nullptr);
   const size_t vocab = static_cast<size_t>(rt->vocab_size());
@@ -227,7 +239,7 @@ TEST_F(Hybrid, PrefixCacheHitsOnlyWhereAStateWasKept) {
 // A fleet of agents with one preamble through the scheduler: the second request keeps a state where
 // its prompt leaves the first one's path, every later one starts there, and all of them decode the
 // tokens and log-probabilities they decode alone with no cache.
-TEST_F(Hybrid, AgentsAfterTheSecondSkipTheSharedPreambleAndDecodeAsAlone) {
+TEST_P(Hybrid, AgentsAfterTheSecondSkipTheSharedPreambleAndDecodeAsAlone) {
   auto tok = LoadTokenizer(kTokenizer);
   ASSERT_TRUE(tok.ok()) << tok.status().ToString();
   const std::vector<int32_t> preamble = Prompt(41, 13);
@@ -308,23 +320,48 @@ TEST_F(Hybrid, AgentsAfterTheSecondSkipTheSharedPreambleAndDecodeAsAlone) {
   }
 }
 
-TEST(HybridGguf, FakWritesAFileThatLoadsToTheSameModel) {
-  const std::string out = TempGguf("qwen35-tiny-f32");
+class HybridGgufWrite : public testing::TestWithParam<const char*> {};
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, HybridGgufWrite, testing::Values(kFixture, kNextFixture),
+                         [](const testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param) == kFixture ? "qwen35" : "qwen3next";
+                         });
+
+TEST_P(HybridGgufWrite, FakWritesAFileThatLoadsToTheSameModel) {
+  const bool next = std::string(GetParam()) == kNextFixture;
+  const std::string a = next ? "qwen3next" : "qwen35";  // llama.cpp's name
+  const std::string out = TempGguf(a + "-tiny-f32");
   convert::QuantizeOptions o{
-      .input = kFixture, .output = out, .type = "f32", .threads = 2, .tokenizer = kTokenizer};
+      .input = GetParam(), .output = out, .type = "f32", .threads = 2, .tokenizer = kTokenizer};
   auto report = convert::QuantizeModel(o);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   auto gguf = GgufFile::Open(out);
   ASSERT_TRUE(gguf.ok());
-  EXPECT_EQ(*gguf->GetString("general.architecture"), "qwen35");
-  EXPECT_EQ(*gguf->GetUint("qwen35.ssm.group_count"), 2u);
-  EXPECT_EQ(*gguf->GetUint("qwen35.ssm.time_step_rank"), 4u);
-  EXPECT_EQ(*gguf->GetUint("qwen35.rope.dimension_count"), 4u);
+  EXPECT_EQ(*gguf->GetString("general.architecture"), a);
+  EXPECT_EQ(*gguf->GetUint(a + ".ssm.group_count"), 2u);
+  EXPECT_EQ(*gguf->GetUint(a + ".ssm.time_step_rank"), 4u);
+  EXPECT_EQ(*gguf->GetUint(a + ".rope.dimension_count"), 4u);
   // llama.cpp's convolution reads its kernel as f32 whatever the file type.
   ASSERT_NE(gguf->FindTensor("blk.0.ssm_conv1d.weight"), nullptr);
   EXPECT_EQ(gguf->FindTensor("blk.0.ssm_conv1d.weight")->type, GgmlType::kF32);
   EXPECT_EQ(gguf->FindTensor("blk.0.ssm_conv1d.weight")->shape, (std::vector<uint64_t>{4, 64}));
-  auto hf = LoadModel(kFixture, LoadOptions{.quant = WeightQuant::kF32});
+  if (next) {
+    EXPECT_EQ(*gguf->GetUint(a + ".expert_count"), 8u);
+    EXPECT_EQ(*gguf->GetUint(a + ".expert_used_count"), 2u);
+    EXPECT_EQ(*gguf->GetUint(a + ".expert_feed_forward_length"), 32u);
+    EXPECT_EQ(*gguf->GetUint(a + ".expert_shared_feed_forward_length"), 48u);
+    // The experts as llama.cpp stacks them, the router in f32, the shared expert's gate a vector.
+    const GgufTensorInfo* exps = gguf->FindTensor("blk.3.ffn_down_exps.weight");
+    ASSERT_NE(exps, nullptr);
+    EXPECT_EQ(exps->shape, (std::vector<uint64_t>{32, 16, 8}));
+    ASSERT_NE(gguf->FindTensor("blk.3.ffn_gate_inp.weight"), nullptr);
+    EXPECT_EQ(gguf->FindTensor("blk.3.ffn_gate_inp.weight")->type, GgmlType::kF32);
+    ASSERT_NE(gguf->FindTensor("blk.3.ffn_gate_inp_shexp.weight"), nullptr);
+    EXPECT_EQ(gguf->FindTensor("blk.3.ffn_gate_inp_shexp.weight")->shape, (std::vector<uint64_t>{16}));
+    ASSERT_NE(gguf->FindTensor("blk.0.ssm_ba.weight"), nullptr);
+    EXPECT_EQ(gguf->FindTensor("blk.0.ssm_ba.weight")->shape, (std::vector<uint64_t>{16, 8}));
+  }
+  auto hf = LoadModel(GetParam(), LoadOptions{.quant = WeightQuant::kF32});
   auto gg = LoadModel(out, LoadOptions{.quant = WeightQuant::kF32});
   ASSERT_TRUE(hf.ok() && gg.ok()) << (gg.ok() ? hf.status() : gg.status()).ToString();
   EXPECT_EQ((*gg)->config.layer_is_linear, (*hf)->config.layer_is_linear);

@@ -16,8 +16,9 @@ bool LooksSpecial(const std::string& t) { return t.size() >= 4 && t.starts_with(
 }  // namespace
 
 void SetModelMetadata(GgufWriter& w, const ModelConfig& c, std::string_view name, const FileTypeInfo& ft) {
-  const bool hybrid = c.arch == "qwen3_5";
-  const std::string a = hybrid ? "qwen35" : c.arch;  // llama.cpp's name
+  const bool hybrid = c.hybrid();
+  // llama.cpp's names
+  const std::string a = c.arch == "qwen3_5" ? "qwen35" : c.arch == "qwen3_next" ? "qwen3next" : c.arch;
   auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
   w.SetString("general.architecture", a);
   w.SetString("general.name", std::string(name));
@@ -54,6 +55,16 @@ void SetModelMetadata(GgufWriter& w, const ModelConfig& c, std::string_view name
     }
     w.SetValue(a + ".attention.recurrent_layers", GgufValue{GgufValueType::kArray, layers});
     w.SetUint32(a + ".full_attention_interval", u32(interval > 0 ? interval : c.n_layer));
+  }
+  if (c.n_expert > 0) {
+    w.SetUint32(a + ".expert_count", u32(c.n_expert));
+    w.SetUint32(a + ".expert_used_count", u32(c.n_expert_used));
+    w.SetUint32(a + ".expert_feed_forward_length", u32(c.d_expert_ffn));
+    if (c.d_shared_expert_ffn > 0) {
+      w.SetUint32(a + ".expert_shared_feed_forward_length", u32(c.d_shared_expert_ffn));
+    }
+  }
+  if (c.arch == "qwen3_5") {
     // M-RoPE sections (time, height, width, extra) in rotated pairs; text positions are the same in
     // each, so only their sum matters. Qwen3.5's own split where it fits.
     const int32_t pairs = static_cast<int32_t>(rot / 2);

@@ -86,6 +86,7 @@ std::vector<PlannedTensor> PlanTensors(const ModelConfig& c) {
   for (const TensorSpec& t : arch->tensors(c)) {
     const auto rows = static_cast<uint64_t>(t.rows), cols = static_cast<uint64_t>(t.cols);
     PlannedTensor p{t.name, {cols, rows}, TensorKind::kMatrix};
+    if (t.experts > 0) p.shape.push_back(static_cast<uint64_t>(t.experts));
     p.output = t.role == TensorRole::kOutput || (t.role == TensorRole::kEmbedding && c.tied_embeddings);
     p.more_bits = t.more_bits;
     p.rope_rows = t.rope_rows;

@@ -62,10 +62,12 @@ int64_t LayerOf(std::string_view name) {
 }
 
 bool IsQuantizable(const TensorDesc& t) {
-  // llama.cpp keeps the small convolution kernels of recurrent layers as they are.
+  // llama.cpp keeps the small convolution kernels of recurrent layers as they are, and the experts'
+  // routers (ffn_gate_inp, also the shared expert's gate ffn_gate_inp_shexp).
   return t.n_dims >= 2 && EndsWith(t.name, "weight") &&
          t.name.find("_norm.weight") == std::string_view::npos &&
-         t.name.find("ssm_conv1d") == std::string_view::npos;
+         t.name.find("ssm_conv1d") == std::string_view::npos &&
+         t.name.find("ffn_gate_inp") == std::string_view::npos;
 }
 
 GgmlType FallbackForRow(GgmlType want, int64_t ne0) {

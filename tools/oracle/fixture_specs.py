@@ -134,6 +134,43 @@ SPECS.append(
         classic_config=False,
     ))
 
+# Qwen3-Next: the same hybrid layout with a mixture of experts in every layer (8 experts of width 32, 2 per
+# token, renormalised, and a sigmoid-gated shared expert of width 48). Its linear layers keep HF's fused
+# in_proj_qkvz / in_proj_ba, value heads grouped by key head (four over two), as llama.cpp's qwen3next does.
+# Key and value heads share a size (llama.cpp's qwen3next assumes it).
+SPECS.append(
+    Spec(
+        name="qwen3next-tiny",
+        description="Qwen3NextForCausalLM (Gated-DeltaNet + gated attention, 6 linear and 2 full layers, every "
+                    "FFN a mixture of 8 experts, 2 per token, plus a gated shared expert)",
+        config_class=transformers.Qwen3NextConfig,
+        model_class=transformers.Qwen3NextForCausalLM,
+        config_kwargs=dict(
+            TINY,
+            head_dim=16,
+            num_hidden_layers=8,
+            layer_types=["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3
+            + ["full_attention"],
+            linear_conv_kernel_dim=4,
+            linear_key_head_dim=8,
+            linear_value_head_dim=8,
+            linear_num_key_heads=2,
+            linear_num_value_heads=4,
+            num_experts=8,
+            num_experts_per_tok=2,
+            moe_intermediate_size=32,
+            shared_expert_intermediate_size=48,
+            norm_topk_prob=True,
+            decoder_sparse_step=1,
+            mlp_only_layers=[],
+            max_position_embeddings=4096,
+            rope_parameters=dict(rope_type="default", rope_theta=10000000.0, partial_rotary_factor=0.25),
+        ),
+        seed=114,
+        init=dict(INIT, zero_centred_norms=True),
+        classic_config=False,
+    ))
+
 LONG_TEXT = (
     "The lighthouse keeper climbed the spiral stairs every evening at dusk, counting the one hundred and "
     "twelve steps out of habit rather than necessity. At the top he wound the clockwork that turned the "
