@@ -196,6 +196,8 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& file) {
   if (const Architecture* a = FindArchitecture(c.arch);
       a != nullptr && a->configure_from_tensors != nullptr) {
     a->configure_from_tensors(c, [&](const std::string& name) { return file.FindTensor(name) != nullptr; });
+    Status v = c.Validate();
+    if (!v.ok()) return v.WithContext(file.path());
   }
   return c;
 }

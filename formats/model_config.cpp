@@ -125,8 +125,8 @@ Status ModelConfig::Validate() const {
                      linear_n_value_head, linear_key_head_dim, linear_value_head_dim);
     }
   }
-  if (!layer_is_moe.empty()) {
-    if (static_cast<int64_t>(layer_is_moe.size()) != n_layer) {
+  if (n_expert > 0 || !layer_is_moe.empty()) {
+    if (!layer_is_moe.empty() && static_cast<int64_t>(layer_is_moe.size()) != n_layer) {
       return Corrupt("model config: {} expert-layer flags for {} layers", layer_is_moe.size(), n_layer);
     }
     FAK_RETURN_IF_ERROR(positive("num_experts", n_expert));

@@ -8,11 +8,13 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <map>
 #include <numeric>
 
+#include "core/mapped_file.h"
 #include "engine/convert/quantize.h"
 #include "engine/convert/synth.h"
 #include "engine/model.h"
@@ -410,43 +412,52 @@ TEST(HybridGguf, SynthWritesAQuantizedHybridThatRuns) {
   std::filesystem::remove(out);
 }
 
-// Hostile hybrid files: a copy of a good one with one thing broken is refused with an error naming it,
-// at load, never at run time.
-TEST(HybridGguf, BrokenFilesAreRefusedByName) {
-  const std::string good = TempGguf("qwen35-good");
+// A broken copy of a GGUF file: `edit` applied to its metadata, tensor `drop` left out.
+struct Breakage {
+  const char* name;
+  std::function<void(GgufWriter&)> edit;
+  std::string drop;
+  const char* want;  // in the error
+};
+
+// Hostile files: each breakage of the fixture's good GGUF is refused at load (never at run time) with
+// an error naming what is wrong.
+void ExpectRefused(const char* fixture, const std::string& tag, const std::vector<Breakage>& cases) {
+  const std::string good = TempGguf(tag + "-good");
   auto report = convert::QuantizeModel(convert::QuantizeOptions{
-      .input = kFixture, .output = good, .type = "f32", .threads = 2, .tokenizer = kTokenizer});
+      .input = fixture, .output = good, .type = "f32", .threads = 2, .tokenizer = kTokenizer});
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   auto in = GgufFile::Open(good);
   ASSERT_TRUE(in.ok());
-  // Rewrites the good file with `edit` applied to its metadata (and without tensor `drop`).
-  auto variant = [&](const std::string& name, const std::function<void(GgufWriter&)>& edit,
-                     const std::string& drop = "") {
-    const std::string path = TempGguf("qwen35-" + name);
+  for (const Breakage& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = TempGguf(tag + "-" + c.name);
     GgufWriter w(in->alignment());
     for (const auto& [k, v] : in->metadata()) {
       if (k != "general.alignment") w.SetValue(k, v);
     }
-    edit(w);
+    c.edit(w);
     for (const GgufTensorInfo& t : in->tensors()) {
-      if (t.name == drop) continue;
+      if (t.name == c.drop) continue;
       EXPECT_TRUE(w.AddTensor(t.name, t.shape, t.type, std::span<const uint8_t>(t.data, t.n_bytes)).ok());
     }
-    EXPECT_TRUE(w.Write(path).ok());
-    return path;
-  };
+    ASSERT_TRUE(w.Write(path).ok());
+    auto m = LoadModel(path);
+    ASSERT_FALSE(m.ok());
+    EXPECT_NE(m.status().ToString().find(c.want), std::string::npos) << m.status().ToString();
+    std::filesystem::remove(path);
+  }
+  std::filesystem::remove(good);
+}
+
+TEST(HybridGguf, BrokenFilesAreRefusedByName) {
   auto bool_array = [](size_t n, bool v) {
     auto a = std::make_shared<GgufArray>();
     a->element_type = GgufValueType::kBool;
     for (size_t i = 0; i < n; ++i) a->values.push_back(GgufValue{GgufValueType::kBool, v});
     return GgufValue{GgufValueType::kArray, a};
   };
-  const struct {
-    const char* name;
-    std::function<void(GgufWriter&)> edit;
-    std::string drop;
-    const char* want;  // in the error
-  } cases[] = {
+  ExpectRefused(kFixture, "qwen35", {
       {"inner", [](GgufWriter& w) { w.SetUint32("qwen35.ssm.inner_size", 33); }, "", "ssm.inner_size"},
       {"groups", [](GgufWriter& w) { w.SetUint32("qwen35.ssm.group_count", 3); }, "",
        "linear_num_value_heads"},
@@ -457,16 +468,59 @@ TEST(HybridGguf, BrokenFilesAreRefusedByName) {
        "", "layer types"},
       {"conv-shape", [](GgufWriter& w) { w.SetUint32("qwen35.ssm.conv_kernel", 5); }, "", "ssm_conv1d"},
       {"missing", [](GgufWriter&) {}, "blk.4.ssm_a", "blk.4.ssm_a"},
+  });
+}
+
+TEST(HybridGguf, BrokenExpertFilesAreRefusedByName) {
+  ExpectRefused(kNextFixture, "qwen3next", {
+      {"used", [](GgufWriter& w) { w.SetUint32("qwen3next.expert_used_count", 9); }, "", "experts per token"},
+      {"none-used", [](GgufWriter& w) { w.SetUint32("qwen3next.expert_used_count", 0); }, "",
+       "num_experts_per_tok"},
+      {"count", [](GgufWriter& w) { w.SetUint32("qwen3next.expert_count", 6); }, "", "ffn_gate_inp"},
+      {"width", [](GgufWriter& w) { w.SetUint32("qwen3next.expert_feed_forward_length", 31); }, "",
+       "ffn_gate_exps"},
+      {"shared", [](GgufWriter& w) { w.SetUint32("qwen3next.expert_shared_feed_forward_length", 40); }, "",
+       "ffn_gate_shexp"},
+      {"experts", [](GgufWriter&) {}, "blk.2.ffn_up_exps.weight", "blk.2.ffn_up_exps.weight"},
+      {"ba", [](GgufWriter&) {}, "blk.0.ssm_ba.weight", "blk.0.ssm_ba.weight"},
+  });
+}
+
+// A Qwen3-Next checkpoint folder whose config or tensors disagree: refused at load, naming the problem.
+TEST(HybridHf, BrokenExpertCheckpointsAreRefusedByName) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("fak-" + std::to_string(getpid()) + "-qwen3next-broken");
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(std::string(kNextFixture) + "/model.safetensors", dir / "model.safetensors",
+                             std::filesystem::copy_options::overwrite_existing);
+  auto config = ReadFileToString(std::string(kNextFixture) + "/config.json");
+  ASSERT_TRUE(config.ok());
+  const struct {
+    const char* field;
+    const char* value;
+    const char* want;
+  } cases[] = {
+      {"num_experts", "9", "has 8 experts, the config 9"},
+      {"num_experts_per_tok", "12", "experts per token"},
+      {"moe_intermediate_size", "0", "moe_intermediate_size"},
+      {"linear_num_key_heads", "4", "in_proj_qkvz"},
+      {"decoder_sparse_step", "0", "decoder_sparse_step"},
+      {"mlp_only_layers", "\"all\"", "mlp_only_layers"},
   };
   for (const auto& c : cases) {
-    SCOPED_TRACE(c.name);
-    const std::string path = variant(c.name, c.edit, c.drop);
-    auto m = LoadModel(path);
+    SCOPED_TRACE(c.field);
+    const std::string key = std::string("\"") + c.field + "\": ";
+    const size_t at = config->find(key);
+    ASSERT_NE(at, std::string::npos);
+    const size_t end = config->find_first_of(",\n}", at + key.size());
+    std::string broken = *config;
+    broken.replace(at + key.size(), end - at - key.size(), c.value);
+    std::ofstream((dir / "config.json").string(), std::ios::trunc) << broken;
+    auto m = LoadModel(dir.string());
     ASSERT_FALSE(m.ok());
     EXPECT_NE(m.status().ToString().find(c.want), std::string::npos) << m.status().ToString();
-    std::filesystem::remove(path);
   }
-  std::filesystem::remove(good);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

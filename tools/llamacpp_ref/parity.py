@@ -27,7 +27,8 @@ def tokenize(fak, model, text):
 
 def fak_greedy(fak, model, text, n, kv, threads):
   r = subprocess.run([fak, "run", "-m", model, "-p", text, "-n", str(n), "--temp", "0", "--ignore-eos",
-                      "--print-ids", "-t", str(threads), "--kv-type", kv], capture_output=True, text=True)
+                      "--print-ids", "-t", str(threads), "--kv-type", kv], capture_output=True, text=True,
+                     errors="replace")  # a random model's text may end inside a UTF-8 sequence
   if r.returncode != 0:
     sys.exit(f"fak run failed: {r.stderr[-1000:]}")
   line = [l for l in r.stderr.splitlines() if l.startswith('{"output_ids"')][-1]
@@ -36,7 +37,7 @@ def fak_greedy(fak, model, text, n, kv, threads):
 
 def llama(tool, model, n, fa, kv, threads, lines):
   r = subprocess.run([tool, model, str(n), fa, kv, str(threads)], input="\n".join(lines) + "\n",
-                     capture_output=True, text=True)
+                     capture_output=True, text=True, errors="replace")
   if r.returncode != 0:
     sys.exit(f"llamacpp_greedy failed: {r.stderr[-1000:]}")
   out = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
