@@ -93,13 +93,14 @@ TEST(ModelConfig, HybridLayerTypes) {
 // Qwen3-Next as its hub config has it: the full-attention period instead of a layer list, experts
 // every decoder_sparse_step layers except mlp_only_layers.
 TEST(ModelConfig, ExpertLayers) {
-  auto n = ModelConfigFromHfJson(R"({"model_type": "qwen3_next", "hidden_size": 2048, "intermediate_size": 5120,
+  auto n =
+      ModelConfigFromHfJson(R"({"model_type": "qwen3_next", "hidden_size": 2048, "intermediate_size": 5120,
     "num_hidden_layers": 8, "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
     "vocab_size": 151936, "full_attention_interval": 4, "linear_num_key_heads": 16,
     "linear_num_value_heads": 32, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
     "num_experts": 512, "num_experts_per_tok": 10, "moe_intermediate_size": 512,
     "shared_expert_intermediate_size": 512, "decoder_sparse_step": 2, "mlp_only_layers": [5]})",
-                                 "n.json");
+                            "n.json");
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_EQ(n->arch, "qwen3_next");
   EXPECT_EQ(n->layer_is_linear, (std::vector<bool>{true, true, true, false, true, true, true, false}));

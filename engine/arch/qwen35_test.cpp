@@ -457,33 +457,39 @@ TEST(HybridGguf, BrokenFilesAreRefusedByName) {
     for (size_t i = 0; i < n; ++i) a->values.push_back(GgufValue{GgufValueType::kBool, v});
     return GgufValue{GgufValueType::kArray, a};
   };
-  ExpectRefused(kFixture, "qwen35", {
-      {"inner", [](GgufWriter& w) { w.SetUint32("qwen35.ssm.inner_size", 33); }, "", "ssm.inner_size"},
-      {"groups", [](GgufWriter& w) { w.SetUint32("qwen35.ssm.group_count", 3); }, "",
-       "linear_num_value_heads"},
-      {"kernel", [](GgufWriter& w) { w.SetUint32("qwen35.ssm.conv_kernel", 0); }, "",
-       "linear_conv_kernel_dim"},
-      {"huge", [](GgufWriter& w) { w.SetUint32("qwen35.ssm.state_size", 1u << 20); }, "", "implausible"},
-      {"layers", [&](GgufWriter& w) { w.SetValue("qwen35.attention.recurrent_layers", bool_array(3, true)); },
-       "", "layer types"},
-      {"conv-shape", [](GgufWriter& w) { w.SetUint32("qwen35.ssm.conv_kernel", 5); }, "", "ssm_conv1d"},
-      {"missing", [](GgufWriter&) {}, "blk.4.ssm_a", "blk.4.ssm_a"},
-  });
+  ExpectRefused(
+      kFixture, "qwen35",
+      {
+          {"inner", [](GgufWriter& w) { w.SetUint32("qwen35.ssm.inner_size", 33); }, "", "ssm.inner_size"},
+          {"groups", [](GgufWriter& w) { w.SetUint32("qwen35.ssm.group_count", 3); }, "",
+           "linear_num_value_heads"},
+          {"kernel", [](GgufWriter& w) { w.SetUint32("qwen35.ssm.conv_kernel", 0); }, "",
+           "linear_conv_kernel_dim"},
+          {"huge", [](GgufWriter& w) { w.SetUint32("qwen35.ssm.state_size", 1u << 20); }, "", "implausible"},
+          {"layers",
+           [&](GgufWriter& w) { w.SetValue("qwen35.attention.recurrent_layers", bool_array(3, true)); }, "",
+           "layer types"},
+          {"conv-shape", [](GgufWriter& w) { w.SetUint32("qwen35.ssm.conv_kernel", 5); }, "", "ssm_conv1d"},
+          {"missing", [](GgufWriter&) {}, "blk.4.ssm_a", "blk.4.ssm_a"},
+      });
 }
 
 TEST(HybridGguf, BrokenExpertFilesAreRefusedByName) {
-  ExpectRefused(kNextFixture, "qwen3next", {
-      {"used", [](GgufWriter& w) { w.SetUint32("qwen3next.expert_used_count", 9); }, "", "experts per token"},
-      {"none-used", [](GgufWriter& w) { w.SetUint32("qwen3next.expert_used_count", 0); }, "",
-       "num_experts_per_tok"},
-      {"count", [](GgufWriter& w) { w.SetUint32("qwen3next.expert_count", 6); }, "", "ffn_gate_inp"},
-      {"width", [](GgufWriter& w) { w.SetUint32("qwen3next.expert_feed_forward_length", 31); }, "",
-       "ffn_gate_exps"},
-      {"shared", [](GgufWriter& w) { w.SetUint32("qwen3next.expert_shared_feed_forward_length", 40); }, "",
-       "ffn_gate_shexp"},
-      {"experts", [](GgufWriter&) {}, "blk.2.ffn_up_exps.weight", "blk.2.ffn_up_exps.weight"},
-      {"ba", [](GgufWriter&) {}, "blk.0.ssm_ba.weight", "blk.0.ssm_ba.weight"},
-  });
+  ExpectRefused(
+      kNextFixture, "qwen3next",
+      {
+          {"used", [](GgufWriter& w) { w.SetUint32("qwen3next.expert_used_count", 9); }, "",
+           "experts per token"},
+          {"none-used", [](GgufWriter& w) { w.SetUint32("qwen3next.expert_used_count", 0); }, "",
+           "num_experts_per_tok"},
+          {"count", [](GgufWriter& w) { w.SetUint32("qwen3next.expert_count", 6); }, "", "ffn_gate_inp"},
+          {"width", [](GgufWriter& w) { w.SetUint32("qwen3next.expert_feed_forward_length", 31); }, "",
+           "ffn_gate_exps"},
+          {"shared", [](GgufWriter& w) { w.SetUint32("qwen3next.expert_shared_feed_forward_length", 40); },
+           "", "ffn_gate_shexp"},
+          {"experts", [](GgufWriter&) {}, "blk.2.ffn_up_exps.weight", "blk.2.ffn_up_exps.weight"},
+          {"ba", [](GgufWriter&) {}, "blk.0.ssm_ba.weight", "blk.0.ssm_ba.weight"},
+      });
 }
 
 // A Qwen3-Next checkpoint folder whose config or tensors disagree: refused at load, naming the problem.
