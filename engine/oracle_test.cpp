@@ -123,7 +123,9 @@ INSTANTIATE_TEST_SUITE_P(
                       // small, so the expert picked flips and its output jumps (seen: cosine 0.968 and
                       // another argmax at a position of the code prompt, bf16 and f32 weights alike).
                       Case{"qwen3next-tiny", WeightQuant::kKeep, true},
-                      Case{"qwen3next-tiny", WeightQuant::kF32, true}),
+                      Case{"qwen3next-tiny", WeightQuant::kF32, true},
+                      Case{"qwen35moe-tiny", WeightQuant::kKeep, true},
+                      Case{"qwen35moe-tiny", WeightQuant::kF32, true}),
     [](const auto& info) {
       std::string n = std::string(info.param.name) + "_" + WeightQuantName(info.param.quant) +
                       (info.param.kv_f32 ? "_kv_f32" : "");

@@ -184,17 +184,25 @@ Result<ModelConfig> ModelConfigFromHfJson(const std::string& text, const std::st
     c.arch = "qwen3";
   } else if (model_type == "qwen3_5" || model_type == "qwen3_5_text") {
     c.arch = "qwen3_5";
+  } else if (model_type == "qwen3_5_moe" || model_type == "qwen3_5_moe_text") {
+    c.arch = "qwen3_5_moe";
   } else if (model_type == "qwen3_next") {
     c.arch = "qwen3_next";
   } else {
     return Unsupported(
         "{}: model_type '{}' (architecture '{}') is not supported; fak runs llama, qwen2, qwen3, qwen3_5, "
-        "qwen3_next",
+        "qwen3_5_moe, qwen3_next",
         source, model_type, c.hf_architecture);
   }
   FAK_ASSIGN_OR_RETURN(c.n_layer, f.Int("num_hidden_layers"));
   FAK_ASSIGN_OR_RETURN(c.d_model, f.Int("hidden_size"));
-  FAK_ASSIGN_OR_RETURN(c.d_ffn, f.Int("intermediate_size"));
+  // Qwen3.5-MoE has experts in every layer and no dense FFN width.
+  if (c.arch == "qwen3_5_moe") {
+    FAK_ASSIGN_OR_RETURN(const int64_t expert_ffn, f.IntOr("moe_intermediate_size", 0));
+    FAK_ASSIGN_OR_RETURN(c.d_ffn, f.IntOr("intermediate_size", expert_ffn));
+  } else {
+    FAK_ASSIGN_OR_RETURN(c.d_ffn, f.Int("intermediate_size"));
+  }
   FAK_ASSIGN_OR_RETURN(c.n_head, f.Int("num_attention_heads"));
   FAK_ASSIGN_OR_RETURN(c.n_kv_head, f.IntOr("num_key_value_heads", c.n_head));
   FAK_ASSIGN_OR_RETURN(c.vocab_size, f.Int("vocab_size"));
@@ -348,7 +356,9 @@ Status HybridFromGguf(const GgufFile& file, const std::string& arch, ModelConfig
     if (file.Find(arch + ".expert_shared_feed_forward_length") != nullptr) {
       FAK_ASSIGN_OR_RETURN(c.d_shared_expert_ffn, get("expert_shared_feed_forward_length"));
     }
-    c.norm_top_k = true;  // llama.cpp's qwen3next always renormalises the chosen experts' weights
+    c.norm_top_k =
+        true;  // llama.cpp's qwen3next and qwen35moe always renormalise the chosen experts' weights
+    if (c.d_ffn == 0) c.d_ffn = c.d_expert_ffn;
   }
   return Status::Ok();
 }
@@ -362,11 +372,14 @@ Result<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
     c.arch = arch;
   } else if (arch == "qwen35") {
     c.arch = "qwen3_5";
+  } else if (arch == "qwen35moe") {
+    c.arch = "qwen3_5_moe";
   } else if (arch == "qwen3next") {
     c.arch = "qwen3_next";
   } else {
     return Unsupported(
-        "{}: general.architecture '{}' is not supported; fak runs llama, qwen2, qwen3, qwen35, qwen3next",
+        "{}: general.architecture '{}' is not supported; fak runs llama, qwen2, qwen3, qwen35, qwen35moe, "
+        "qwen3next",
         file.path(), arch);
   }
   auto key = [&](const char* k) { return arch + "." + k; };
@@ -382,7 +395,8 @@ Result<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
   };
   FAK_ASSIGN_OR_RETURN(c.n_layer, get_int("block_count"));
   FAK_ASSIGN_OR_RETURN(c.d_model, get_int("embedding_length"));
-  FAK_ASSIGN_OR_RETURN(c.d_ffn, get_int("feed_forward_length"));
+  // Expert models may state only the experts' width (expert_feed_forward_length, read below).
+  FAK_ASSIGN_OR_RETURN(c.d_ffn, get_int_or("feed_forward_length", 0));
   FAK_ASSIGN_OR_RETURN(c.n_head, get_int("attention.head_count"));
   FAK_ASSIGN_OR_RETURN(c.n_kv_head, get_int_or("attention.head_count_kv", c.n_head));
   FAK_ASSIGN_OR_RETURN(c.head_dim,

@@ -30,7 +30,8 @@ struct RopeConfig {
 };
 
 struct ModelConfig {
-  std::string arch;  // fak's name: "llama", "qwen2", "qwen3", "qwen3_5", "qwen3_next" (the hybrids)
+  // fak's name: "llama", "qwen2", "qwen3", or a hybrid: "qwen3_5", "qwen3_5_moe", "qwen3_next"
+  std::string arch;
   std::string hf_architecture;  // "Qwen2ForCausalLM" when from config.json
   int64_t n_layer = 0;
   int64_t d_model = 0;  // hidden_size
@@ -58,7 +59,7 @@ struct ModelConfig {
   int64_t linear_value_head_dim = 0;
   int64_t linear_conv_kernel = 0;
 
-  // Mixture-of-experts FFNs (Qwen3-Next): in the layers layer_is_moe marks, a router picks
+  // Mixture-of-experts FFNs (Qwen3-Next, Qwen3.5-MoE): in the layers layer_is_moe marks, a router picks
   // n_expert_used of n_expert SwiGLU experts of width d_expert_ffn per token (softmax, then the top
   // weights renormalised when norm_top_k); a shared expert of width d_shared_expert_ffn (0: none)
   // gated by sigmoid(x . w) runs beside them. Other layers keep the dense FFN of width d_ffn.
@@ -69,7 +70,7 @@ struct ModelConfig {
   int64_t d_shared_expert_ffn = 0;
   bool norm_top_k = true;
 
-  bool hybrid() const { return arch == "qwen3_5" || arch == "qwen3_next"; }
+  bool hybrid() const { return arch == "qwen3_5" || arch == "qwen3_5_moe" || arch == "qwen3_next"; }
   bool moe_layer(int64_t l) const {
     return l >= 0 && static_cast<size_t>(l) < layer_is_moe.size() && layer_is_moe[static_cast<size_t>(l)];
   }

@@ -1,7 +1,8 @@
 // The Qwen3.5 / Qwen3-Next hybrids: Gated-DeltaNet (linear attention) layers interleaved with gated
-// full-attention layers (three to one in the released models), each followed by a SwiGLU FFN or (Qwen3-Next)
-// a mixture of experts. HF transformers calls them Qwen3_5ForCausalLM (model_type qwen3_5 /
-// qwen3_5_text) and Qwen3NextForCausalLM (qwen3_next); llama.cpp calls them qwen35 and qwen3next.
+// full-attention layers (three to one in the released models), each followed by a SwiGLU FFN or (Qwen3.5-MoE,
+// Qwen3-Next) a mixture of experts. HF transformers calls them Qwen3_5ForCausalLM (model_type qwen3_5 /
+// qwen3_5_text), Qwen3_5MoeForCausalLM (qwen3_5_moe / qwen3_5_moe_text) and Qwen3NextForCausalLM
+// (qwen3_next); llama.cpp calls them qwen35, qwen35moe and qwen3next.
 // Tensor names and layouts are llama.cpp's: HF checkpoints are mapped into them at load (zero-centred
 // norms get their + 1, A_log becomes -exp(A_log); Qwen3.5's value heads go from grouped to tiled order,
 // Qwen3-Next's per-key-head in_proj_qkvz is split into attn_qkv and attn_gate, its experts stacked).
@@ -501,13 +502,19 @@ Result<std::unique_ptr<ArchInstance>> InstantiateHybrid(const Model& m, Backend&
 
 }  // namespace
 
+// HF's per-expert tensors under mlp.experts.N., stacked.
+const std::vector<std::pair<const char*, const char*>> kExpertNames = {
+    {"gate_proj.weight", "ffn_gate_exps.weight"},
+    {"up_proj.weight", "ffn_up_exps.weight"},
+    {"down_proj.weight", "ffn_down_exps.weight"}};
+
 const Architecture& Qwen35Hybrid() {
   static const Architecture arch{
       "qwen3.5-hybrid",
-      {"qwen3_5"},
+      {"qwen3_5", "qwen3_5_moe"},
       {{"model.embed_tokens.weight", kEmbd}, {"model.norm.weight", kOutNorm}, {"lm_head.weight", kOut}},
       HfNames(/*next=*/false),
-      {},
+      kExpertNames,
       &HybridTensors,
       &HybridCaches,
       &HybridConfigure,
@@ -523,9 +530,7 @@ const Architecture& Qwen3NextHybrid() {
       {"qwen3_next"},
       {{"model.embed_tokens.weight", kEmbd}, {"model.norm.weight", kOutNorm}, {"lm_head.weight", kOut}},
       HfNames(/*next=*/true),
-      {{"gate_proj.weight", "ffn_gate_exps.weight"},
-       {"up_proj.weight", "ffn_up_exps.weight"},
-       {"down_proj.weight", "ffn_down_exps.weight"}},
+      kExpertNames,
       &HybridTensors,
       &HybridCaches,
       &HybridConfigure,

@@ -1,8 +1,8 @@
 // The Gated-DeltaNet hybrids (engine/arch/qwen35.cpp) beyond the HF oracle: the recurrent state makes
 // prefill chunking, batching, snapshots and prefix reuse exact only if every op keeps each sequence's
 // rows in order and in its own slot (and, with experts, each row's routing apart from its batch).
-// Checked bit for bit on the qwen35-tiny and qwen3next-tiny fixtures (f32 weights), and through the
-// GGUF files fak writes for them.
+// Checked bit for bit on the qwen35-tiny, qwen3next-tiny and qwen35moe-tiny fixtures (f32 weights), and
+// through the GGUF files fak writes for them.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -36,6 +36,13 @@ std::string TempGguf(const std::string& name) {
 
 constexpr const char* kFixture = "tests/fixtures/hf/qwen35-tiny";
 constexpr const char* kNextFixture = "tests/fixtures/hf/qwen3next-tiny";
+constexpr const char* kMoeFixture = "tests/fixtures/hf/qwen35moe-tiny";
+
+// The test-name suffix of a fixture.
+std::string FixtureName(const testing::TestParamInfo<const char*>& i) {
+  const std::string p = i.param;
+  return p == kFixture ? "qwen35" : p == kNextFixture ? "qwen3next" : "qwen35moe";
+}
 constexpr const char* kTokenizer = "../shared/fixtures/tokenizers/qwen3";
 
 std::vector<int32_t> Prompt(size_t n, int32_t seed) {
@@ -87,18 +94,15 @@ class Hybrid : public ::testing::TestWithParam<const char*> {
   Model* model_ = nullptr;
 };
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Hybrid, testing::Values(kFixture, kNextFixture),
-                         [](const testing::TestParamInfo<const char*>& i) {
-                           return std::string(i.param) == kFixture ? "qwen35" : "qwen3next";
-                         });
+INSTANTIATE_TEST_SUITE_P(Fixtures, Hybrid, testing::Values(kFixture, kNextFixture, kMoeFixture), FixtureName);
 
 TEST_P(Hybrid, ConfigAndCaches) {
   const ModelConfig& c = model_->config;
-  const bool next = std::string(GetParam()) == kNextFixture;
-  EXPECT_EQ(c.arch, next ? "qwen3_next" : "qwen3_5");
-  EXPECT_EQ(c.n_expert, next ? 8 : 0);
-  EXPECT_EQ(c.n_expert_used, next ? 2 : 0);
-  EXPECT_EQ(c.layer_is_moe, std::vector<bool>(next ? 8 : 0, true));
+  const bool next = std::string(GetParam()) == kNextFixture, moe = std::string(GetParam()) == kMoeFixture;
+  EXPECT_EQ(c.arch, next ? "qwen3_next" : moe ? "qwen3_5_moe" : "qwen3_5");
+  EXPECT_EQ(c.n_expert, next || moe ? 8 : 0);
+  EXPECT_EQ(c.n_expert_used, next || moe ? 2 : 0);
+  EXPECT_EQ(c.layer_is_moe, std::vector<bool>(next || moe ? 8 : 0, true));
   EXPECT_EQ(std::count(c.layer_is_linear.begin(), c.layer_is_linear.end(), true), 6);
   EXPECT_EQ(c.linear_n_key_head, 2);
   EXPECT_EQ(c.linear_n_value_head, 4);
@@ -324,14 +328,12 @@ TEST_P(Hybrid, AgentsAfterTheSecondSkipTheSharedPreambleAndDecodeAsAlone) {
 
 class HybridGgufWrite : public testing::TestWithParam<const char*> {};
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, HybridGgufWrite, testing::Values(kFixture, kNextFixture),
-                         [](const testing::TestParamInfo<const char*>& i) {
-                           return std::string(i.param) == kFixture ? "qwen35" : "qwen3next";
-                         });
+INSTANTIATE_TEST_SUITE_P(Fixtures, HybridGgufWrite, testing::Values(kFixture, kNextFixture, kMoeFixture),
+                         FixtureName);
 
 TEST_P(HybridGgufWrite, FakWritesAFileThatLoadsToTheSameModel) {
-  const bool next = std::string(GetParam()) == kNextFixture;
-  const std::string a = next ? "qwen3next" : "qwen35";  // llama.cpp's name
+  const bool next = std::string(GetParam()) == kNextFixture, moe = std::string(GetParam()) == kMoeFixture;
+  const std::string a = next ? "qwen3next" : moe ? "qwen35moe" : "qwen35";  // llama.cpp's name
   const std::string out = TempGguf(a + "-tiny-f32");
   convert::QuantizeOptions o{
       .input = GetParam(), .output = out, .type = "f32", .threads = 2, .tokenizer = kTokenizer};
@@ -347,7 +349,7 @@ TEST_P(HybridGgufWrite, FakWritesAFileThatLoadsToTheSameModel) {
   ASSERT_NE(gguf->FindTensor("blk.0.ssm_conv1d.weight"), nullptr);
   EXPECT_EQ(gguf->FindTensor("blk.0.ssm_conv1d.weight")->type, GgmlType::kF32);
   EXPECT_EQ(gguf->FindTensor("blk.0.ssm_conv1d.weight")->shape, (std::vector<uint64_t>{4, 64}));
-  if (next) {
+  if (next || moe) {
     EXPECT_EQ(*gguf->GetUint(a + ".expert_count"), 8u);
     EXPECT_EQ(*gguf->GetUint(a + ".expert_used_count"), 2u);
     EXPECT_EQ(*gguf->GetUint(a + ".expert_feed_forward_length"), 32u);
@@ -360,9 +362,11 @@ TEST_P(HybridGgufWrite, FakWritesAFileThatLoadsToTheSameModel) {
     EXPECT_EQ(gguf->FindTensor("blk.3.ffn_gate_inp.weight")->type, GgmlType::kF32);
     ASSERT_NE(gguf->FindTensor("blk.3.ffn_gate_inp_shexp.weight"), nullptr);
     EXPECT_EQ(gguf->FindTensor("blk.3.ffn_gate_inp_shexp.weight")->shape, (std::vector<uint64_t>{16}));
-    ASSERT_NE(gguf->FindTensor("blk.0.ssm_ba.weight"), nullptr);
-    EXPECT_EQ(gguf->FindTensor("blk.0.ssm_ba.weight")->shape, (std::vector<uint64_t>{16, 8}));
   }
+  // Qwen3-Next keeps b and a fused (llama.cpp's ssm_ba); Qwen3.5 has them apart.
+  EXPECT_EQ(gguf->FindTensor("blk.0.ssm_ba.weight") != nullptr, next);
+  EXPECT_EQ(gguf->FindTensor("blk.0.ssm_beta.weight") != nullptr, !next);
+  if (next) EXPECT_EQ(gguf->FindTensor("blk.0.ssm_ba.weight")->shape, (std::vector<uint64_t>{16, 8}));
   auto hf = LoadModel(GetParam(), LoadOptions{.quant = WeightQuant::kF32});
   auto gg = LoadModel(out, LoadOptions{.quant = WeightQuant::kF32});
   ASSERT_TRUE(hf.ok() && gg.ok()) << (gg.ok() ? hf.status() : gg.status()).ToString();

@@ -18,7 +18,10 @@ bool LooksSpecial(const std::string& t) { return t.size() >= 4 && t.starts_with(
 void SetModelMetadata(GgufWriter& w, const ModelConfig& c, std::string_view name, const FileTypeInfo& ft) {
   const bool hybrid = c.hybrid();
   // llama.cpp's names
-  const std::string a = c.arch == "qwen3_5" ? "qwen35" : c.arch == "qwen3_next" ? "qwen3next" : c.arch;
+  const std::string a = c.arch == "qwen3_5"       ? "qwen35"
+                        : c.arch == "qwen3_5_moe" ? "qwen35moe"
+                        : c.arch == "qwen3_next"  ? "qwen3next"
+                                                  : c.arch;
   auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
   w.SetString("general.architecture", a);
   w.SetString("general.name", std::string(name));
@@ -64,7 +67,7 @@ void SetModelMetadata(GgufWriter& w, const ModelConfig& c, std::string_view name
       w.SetUint32(a + ".expert_shared_feed_forward_length", u32(c.d_shared_expert_ffn));
     }
   }
-  if (c.arch == "qwen3_5") {
+  if (c.arch == "qwen3_5" || c.arch == "qwen3_5_moe") {
     // M-RoPE sections (time, height, width, extra) in rotated pairs; text positions are the same in
     // each, so only their sum matters. Qwen3.5's own split where it fits.
     const int32_t pairs = static_cast<int32_t>(rot / 2);

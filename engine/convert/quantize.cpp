@@ -170,17 +170,18 @@ Status GgufToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, ThreadPool& 
 Status HfToGguf(const QuantizeOptions& o, const FileTypeInfo& ft, ThreadPool& pool, ConvertReport& report) {
   FAK_ASSIGN_OR_RETURN(std::unique_ptr<WeightSource> src, OpenWeightSource(o.input));
   ModelConfig c = src->config();
-  if (!IsWritableArch(c.arch) && c.arch != "qwen3_next") {
+  if (!IsWritableArch(c.arch) && c.arch != "qwen3_next" && c.arch != "qwen3_5_moe") {
     return Unsupported(
         "{}: architecture '{}' cannot be written to GGUF by fak yet (llama, qwen2, qwen3, qwen3_5, "
+        "qwen3_5_moe, "
         "qwen3_next)",
         o.input, c.arch);
   }
-  // llama.cpp's qwen3next has experts in every layer and always renormalises the chosen ones' weights.
-  if (c.arch == "qwen3_next" &&
+  // llama.cpp's expert hybrids have experts in every layer and always renormalise the chosen ones' weights.
+  if (c.n_expert > 0 &&
       (!c.norm_top_k || c.layer_is_moe != std::vector<bool>(static_cast<size_t>(c.n_layer), true))) {
     return Unsupported(
-        "{}: a Qwen3-Next model with dense layers or norm_topk_prob false has no GGUF form llama.cpp reads",
+        "{}: an expert model with dense layers or norm_topk_prob false has no GGUF form llama.cpp reads",
         o.input);
   }
   if (c.untied_stated && src->Find("output.weight") == nullptr) {

@@ -171,6 +171,39 @@ SPECS.append(
         classic_config=False,
     ))
 
+# Qwen3.5-MoE: qwen35-tiny's layers (separate in_proj_qkv/z/b/a, value heads reordered to llama.cpp's tiled
+# order at load) with qwen3next-tiny's experts in every layer; no dense FFN width in its config.
+SPECS.append(
+    Spec(
+        name="qwen35moe-tiny",
+        description="Qwen3_5MoeForCausalLM (qwen35-tiny's Gated-DeltaNet + gated attention layers, every FFN a "
+                    "mixture of 8 experts, 2 per token, plus a gated shared expert)",
+        config_class=transformers.Qwen3_5MoeTextConfig,
+        model_class=transformers.Qwen3_5MoeForCausalLM,
+        config_kwargs=dict(
+            {k: v for k, v in TINY.items() if k != "intermediate_size"},
+            head_dim=16,
+            num_hidden_layers=8,
+            layer_types=["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3
+            + ["full_attention"],
+            linear_conv_kernel_dim=4,
+            linear_key_head_dim=8,
+            linear_value_head_dim=8,
+            linear_num_key_heads=2,
+            linear_num_value_heads=4,
+            num_experts=8,
+            num_experts_per_tok=2,
+            moe_intermediate_size=32,
+            shared_expert_intermediate_size=48,
+            max_position_embeddings=4096,
+            rope_parameters=dict(rope_type="default", rope_theta=10000000.0, partial_rotary_factor=0.25,
+                                 mrope_section=[1, 1, 0], mrope_interleaved=True),
+        ),
+        seed=116,
+        init=dict(INIT, zero_centred_norms=True),
+        classic_config=False,
+    ))
+
 LONG_TEXT = (
     "The lighthouse keeper climbed the spiral stairs every evening at dusk, counting the one hundred and "
     "twelve steps out of habit rather than necessity. At the top he wound the clockwork that turned the "

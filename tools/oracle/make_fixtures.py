@@ -187,7 +187,7 @@ def make_fixture(spec, prompts, tokenizer_sha):
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--only", help="make only this fixture (llama3-tiny, qwen2-tiny, qwen3-tiny, qwen2-256, qwen35-tiny, qwen3next-tiny)")
+  parser.add_argument("--only", help="make only this fixture (llama3-tiny, qwen2-tiny, qwen3-tiny, qwen2-256, qwen35-tiny, qwen3next-tiny, qwen35moe-tiny)")
   args = parser.parse_args()
   torch.set_num_threads(1)
   torch.use_deterministic_algorithms(True)
