@@ -89,6 +89,7 @@ namespace {
 Status LoadTensors(Model& m, const std::vector<TensorSpec>& specs, WeightLoader& ld) {
   m.weights.clear();
   m.lookup_only_bytes = 0;
+  m.expert_bytes = 0;
   const bool untied = ld.Has("output.weight");
   if (!untied && m.config.untied_stated) {
     return NotFound(
@@ -115,6 +116,7 @@ Status LoadTensors(Model& m, const std::vector<TensorSpec>& specs, WeightLoader&
       FAK_ASSIGN_OR_RETURN(w, ld.Table(t.name, t.rows, t.cols, t.what));
     } else if (t.experts > 0) {
       FAK_ASSIGN_OR_RETURN(w, ld.Experts(t.name, t.experts, t.rows, t.cols, t.what));
+      m.expert_bytes += static_cast<uint64_t>(w.rows) * w.row_bytes;
     } else {
       FAK_ASSIGN_OR_RETURN(w, ld.Matrix(t.name, t.rows, t.cols, t.what));
     }
@@ -124,6 +126,14 @@ Status LoadTensors(Model& m, const std::vector<TensorSpec>& specs, WeightLoader&
 }
 
 }  // namespace
+
+uint64_t DecodeStepBytes(const Model& m) {
+  const ModelConfig& c = m.config;
+  const uint64_t experts = c.n_expert > 0 ? m.expert_bytes / static_cast<uint64_t>(c.n_expert) *
+                                                static_cast<uint64_t>(c.n_expert_used)
+                                          : 0;
+  return m.weight_bytes - m.lookup_only_bytes - m.expert_bytes + experts;
+}
 
 Weight ExpertMatrix(const Weight& stacked, int64_t n_expert, int64_t e, const WeightLayout& layout) {
   Weight w = stacked;

@@ -47,6 +47,7 @@ struct Model {
   WeightArena arena;
   uint64_t weight_bytes = 0;       // bytes of all weights as loaded
   uint64_t lookup_only_bytes = 0;  // of those, a table only read a row at a time (untied embeddings)
+  uint64_t expert_bytes = 0;       // of those, the experts' stacks (a token reads n_expert_used of them)
   double load_seconds = 0;
 
   Model() = default;
@@ -58,6 +59,10 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const LoadOpti
 // From an opened source (tests use this to load the same source twice).
 Result<std::unique_ptr<Model>> LoadModelFrom(std::unique_ptr<WeightSource> source,
                                              const LoadOptions& options);
+
+// Weight bytes one decode step of one sequence reads: all but lookup tables, and of the experts only
+// the n_expert_used a token picks.
+uint64_t DecodeStepBytes(const Model& model);
 
 // Expert e of a stacked (n_expert * rows, cols) weight (TensorSpec::experts), in the same layout.
 Weight ExpertMatrix(const Weight& stacked, int64_t n_expert, int64_t e, const WeightLayout& layout);

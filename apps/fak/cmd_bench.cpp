@@ -166,8 +166,9 @@ void RegisterBench(CLI::App& app, Context& ctx) {
       if (n > 0) tests.emplace_back("tg", n);
     int64_t need = 16;
     for (const auto& t : tests) need = std::max(need, t.second);
-    // Bytes a decode step streams: every weight but a table only read a row at a time.
-    const uint64_t step_bytes = m.weight_bytes - m.lookup_only_bytes;
+    // Bytes a decode step streams: every weight but a table only read a row at a time, and of the
+    // experts those a token picks.
+    const uint64_t step_bytes = DecodeStepBytes(m);
     const std::string type = std::string(GgmlTypeName(MainWeightType(m)));
     nlohmann::json docs = nlohmann::json::array();
     for (size_t ti = 0; ti < ths->size(); ++ti) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <new>
 #include <tuple>
@@ -567,9 +568,11 @@ class CpuBackend final : public Backend {
           for (int64_t e = 0; e < n_exp; ++e) {
             if (p[e] >= 0.0f && (best < 0 || p[e] > p[best])) best = e;
           }
+          float w = best >= 0 ? p[best] / sum : std::numeric_limits<float>::quiet_NaN();
+          if (best < 0) best = 0;  // non-finite logits: a NaN weight, which the pass's finite check reports
           moe_ids_[static_cast<size_t>(r * k + j)] = static_cast<int32_t>(best);
-          moe_weights_[static_cast<size_t>(r * k + j)] = p[best] / sum;
-          kept += p[best] / sum;
+          moe_weights_[static_cast<size_t>(r * k + j)] = w;
+          kept += w;
           p[best] = -1.0f;  // taken
         }
         if (m.norm_top_k) {

@@ -218,6 +218,26 @@ TEST_P(Hybrid, AFailedPassLeavesItsSequencesEmptyAndClear) {
   EXPECT_TRUE(SameBits(logits, want));
 }
 
+// A router whose logits are not finite (here a NaN weight) picks no expert: the pass fails as any
+// non-finite pass does, without reading outside the experts.
+TEST_P(Hybrid, ANonFiniteRouterFailsThePass) {
+  if (model_->config.n_expert == 0) GTEST_SKIP() << "no experts";
+  auto rt = MakeRuntime(1);
+  ASSERT_NE(rt, nullptr);
+  auto seq = std::move(rt->NewSequence()).value();
+  const Weight& router = model_->Get("blk.0.ffn_gate_inp.weight");
+  ASSERT_EQ(router.type, GgmlType::kF32);
+  float* w = const_cast<float*>(router.f32());
+  const std::vector<float> saved(w, w + router.cols);
+  std::fill(w, w + router.cols, std::numeric_limits<float>::quiet_NaN());
+  const std::vector<int32_t> ids = Prompt(5, 16);
+  std::vector<float> logits(static_cast<size_t>(rt->vocab_size()));
+  SeqWork work{seq.get(), ids, false, logits.data()};
+  EXPECT_EQ(rt->Forward(std::span(&work, 1)).code(), StatusCode::kCorrupt);
+  std::copy(saved.begin(), saved.end(), w);
+  EXPECT_EQ(seq->size(), 0);
+}
+
 TEST_P(Hybrid, PrefixCacheHitsOnlyWhereAStateWasKept) {
   auto rt = MakeRuntime(2);
   ASSERT_NE(rt, nullptr);
@@ -396,14 +416,27 @@ TEST_P(HybridGgufWrite, FakWritesAFileThatLoadsToTheSameModel) {
   std::filesystem::remove(out);
 }
 
-TEST(HybridGguf, SynthWritesAQuantizedHybridThatRuns) {
-  const std::string out = TempGguf("tiny-hybrid-q8_0");
-  auto report = convert::Synthesize(convert::SynthOptions{
-      .geometry = "tiny-hybrid", .type = "q8_0", .output = out, .tokenizer = kTokenizer});
+class HybridSynth : public testing::TestWithParam<const char*> {};
+
+INSTANTIATE_TEST_SUITE_P(Geometries, HybridSynth, testing::Values("tiny-hybrid", "tiny-hybrid-moe"),
+                         [](const testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param) == "tiny-hybrid" ? "dense" : "experts";
+                         });
+
+TEST_P(HybridSynth, WritesAQuantizedHybridThatRuns) {
+  const bool moe = std::string(GetParam()) == "tiny-hybrid-moe";
+  const std::string out = TempGguf(std::string(GetParam()) + "-q8_0");
+  auto report = convert::Synthesize(
+      convert::SynthOptions{.geometry = GetParam(), .type = "q8_0", .output = out, .tokenizer = kTokenizer});
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   auto m = LoadModel(out);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
-  EXPECT_EQ((*m)->config.arch, "qwen3_5");
+  EXPECT_EQ((*m)->config.arch, moe ? "qwen3_5_moe" : "qwen3_5");
+  if (moe) {
+    EXPECT_EQ((*m)->Get("blk.0.ffn_gate_exps.weight").type, GgmlType::kQ8_0);
+    EXPECT_EQ((*m)->Get("blk.0.ffn_gate_exps.weight").rows, 8 * 128);
+    EXPECT_EQ((*m)->Get("blk.0.ffn_gate_inp.weight").type, GgmlType::kF32);
+  }
   EXPECT_EQ((*m)->Get("blk.0.attn_qkv.weight").type, GgmlType::kQ8_0);
   EXPECT_EQ((*m)->Get("blk.0.ssm_conv1d.weight").type, GgmlType::kF32);
   auto rt = Runtime::Create(**m, RuntimeOptions{.max_context = 128, .backend = {.threads = 2}});

@@ -20,9 +20,11 @@ struct SynthGeometry {
   double rope_theta;
   double norm_eps;
   int64_t context;
-  // Hybrid (qwen3_5) only: Gated-DeltaNet key/value heads of 128 (0: not a hybrid); every fourth
-  // layer is full attention, rotating a quarter of each head.
+  // Hybrid (qwen3_5, qwen3_5_moe) only: Gated-DeltaNet key/value heads of 128 (0: not a hybrid); every
+  // fourth layer is full attention, rotating a quarter of each head.
   int64_t linear_n_key_head = 0, linear_n_value_head = 0;
+  // Experts (qwen3_5_moe) in every layer: how many, used per token, their width and the shared expert's.
+  int64_t n_expert = 0, n_expert_used = 0, d_expert_ffn = 0, d_shared_expert_ffn = 0;
 };
 
 // Vocabulary of every synthetic model: Qwen2.5's padded 151,936 (151,643 BPE tokens, the added
@@ -33,8 +35,8 @@ constexpr int64_t kSynthVocab = 151936;
 const SynthGeometry* FindGeometry(std::string_view name);
 std::string GeometryNames();  // "tiny, tiny-llama, qwen2.5-0.5b, ..."
 
-// The architectures fak writes: llama (no biases), qwen2 (q/k/v biases), qwen3 (q/k norms), qwen3_5
-// (the Gated-DeltaNet hybrid; its geometries only).
+// The architectures fak synthesizes: llama (no biases), qwen2 (q/k/v biases), qwen3 (q/k norms), qwen3_5
+// and qwen3_5_moe (the Gated-DeltaNet hybrids; their geometries only).
 bool IsWritableArch(std::string_view arch);
 
 // A geometry as a ModelConfig for `arch` (empty: the geometry's own).

@@ -63,7 +63,8 @@ Result<ConvertReport> Synthesize(const SynthOptions& o) {
   for (size_t i = 0; i < plan.size(); ++i) {
     const PlannedTensor& t = plan[i];
     const int64_t cols = static_cast<int64_t>(t.shape[0]);
-    const int64_t rows = t.shape.size() > 1 ? static_cast<int64_t>(t.shape[1]) : 1;
+    int64_t rows = 1;  // every dimension past the row length (the experts of a stack too)
+    for (size_t d = 1; d < t.shape.size(); ++d) rows *= static_cast<int64_t>(t.shape[d]);
     const TensorDesc desc{t.name,     static_cast<int>(t.shape.size()), cols, config.n_layer, t.output,
                           t.more_bits};
     const GgmlType type = TensorTypeFor(ft.type, desc);
