@@ -145,6 +145,8 @@ class Backend {
   virtual Result<int32_t> BindRope(const RopeSpec& rope) = 0;
   // A Gated-DeltaNet layer; fails on backends without its kernels.
   virtual Result<int32_t> BindDeltaNet(const DeltaNetSpec& spec) = 0;
+  // Whether BindMoe can succeed: models with experts are refused before their weights are bound.
+  virtual bool RunsMoe() const { return false; }
   // A mixture-of-experts FFN for MoeFfn (its weights bound already); fails on backends without it.
   virtual Result<int32_t> BindMoe(const MoeSpec& spec) {
     return Unsupported("the {} backend does not run mixture-of-experts layers yet", name());

@@ -198,6 +198,8 @@ class CpuBackend final : public Backend {
     return static_cast<int32_t>(delta_nets_.size() - 1);
   }
 
+  bool RunsMoe() const override { return true; }
+
   Result<int32_t> BindMoe(const MoeSpec& m) override {
     if (m.n_expert <= 0 || m.n_used <= 0 || m.n_used > m.n_expert) {
       return InvalidArgument("mixture of experts: {} of {} experts per token", m.n_used, m.n_expert);

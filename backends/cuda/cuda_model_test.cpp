@@ -194,6 +194,21 @@ TEST(CudaModel, GraphReplayGivesTheBitsOfOpByOpLaunches) {
   }
 }
 
+// Expert layers have no CUDA kernels yet: such a model is refused when bound, by name, before its
+// weights are uploaded.
+TEST(CudaModel, ExpertModelsAreRefusedByName) {
+  SKIP_WITHOUT_GPU();
+  for (const char* path : {"tests/fixtures/hf/qwen3next-tiny", "tests/fixtures/hf/qwen35moe-tiny"}) {
+    SCOPED_TRACE(path);
+    auto m = LoadFor(path, WeightQuant::kF32, true);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    auto rt = Runtime::Create(**m, RuntimeOptions{.max_context = 64, .backend = {.name = "cuda"}});
+    ASSERT_FALSE(rt.ok());
+    EXPECT_EQ(rt.status().code(), StatusCode::kUnsupported);
+    EXPECT_NE(rt.status().ToString().find("mixture-of-experts"), std::string::npos) << rt.status().ToString();
+  }
+}
+
 // The hybrid's recurrent layers on the GPU: four prompts prefilled together and stepped together give
 // each sequence the bits it gets alone (qwen35-tiny, f32 weights).
 TEST(CudaModel, HybridSequencesGetTheSameBitsAloneAndInABatch) {

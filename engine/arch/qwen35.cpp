@@ -310,6 +310,10 @@ class Hybrid final : public ArchInstance {
   }
 
   Status Bind(const Model& m) {
+    if (c_.n_expert > 0 && !be_.RunsMoe()) {
+      return Unsupported("the {} backend does not run mixture-of-experts layers yet (this {} model has them)",
+                         be_.name(), c_.arch);
+    }
     FAK_ASSIGN_OR_RETURN(embd_, be_.BindEmbedding(m.Get(kEmbd), m.embd_as));
     FAK_ASSIGN_OR_RETURN(out_norm_, be_.BindVector(m.Get(kOutNorm)));
     FAK_ASSIGN_OR_RETURN(out_, be_.BindMatrix(m.Get(kOut)));
