@@ -235,8 +235,9 @@ Status ReadCanonicalRow(const SourceTensor& t, int64_t r, int64_t cols, float* o
   const uint8_t* src = t.data + static_cast<uint64_t>(stored) * *row_bytes;
   if (tf != nullptr && !tf->parts.empty()) {
     const auto part = static_cast<size_t>(stored / tf->part_rows);
-    if (part >= tf->parts.size())
+    if (part >= tf->parts.size()) {
       return Internal("tensor '{}': row {} past its {} parts", t.name, r, tf->parts.size());
+    }
     src = tf->parts[part] + static_cast<uint64_t>(stored % tf->part_rows) * *row_bytes;
   }
   if (tf == nullptr || tf->col_from.empty()) {

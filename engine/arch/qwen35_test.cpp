@@ -319,7 +319,9 @@ TEST_P(Hybrid, AgentsAfterTheSecondSkipTheSharedPreambleAndDecodeAsAlone) {
   EXPECT_EQ(got[1].cached, 0);
   for (size_t i = 0; i < reqs.size(); ++i) {
     SCOPED_TRACE(i);
-    if (i >= 2) EXPECT_EQ(got[i].cached, static_cast<int64_t>(preamble.size()));
+    if (i >= 2) {
+      EXPECT_EQ(got[i].cached, static_cast<int64_t>(preamble.size()));
+    }
     EXPECT_EQ(got[i].ids, alone[i].ids);
     EXPECT_EQ(got[i].logprobs, alone[i].logprobs);  // bit for bit
   }
@@ -339,8 +341,12 @@ TEST_P(Hybrid, AgentsAfterTheSecondSkipTheSharedPreambleAndDecodeAsAlone) {
   for (size_t i = 0; i < reqs.size(); ++i) {
     SCOPED_TRACE(i);
     // 32 from the checkpoint, or 41 when an agent of the burst kept the end of the preamble first.
-    if (i == 0) EXPECT_EQ(burst[i].cached, 0);
-    if (i > 0) EXPECT_GE(burst[i].cached, 32);
+    if (i == 0) {
+      EXPECT_EQ(burst[i].cached, 0);
+    }
+    if (i > 0) {
+      EXPECT_GE(burst[i].cached, 32);
+    }
     EXPECT_EQ(burst[i].ids, alone[i].ids);
     EXPECT_EQ(burst[i].logprobs, alone[i].logprobs);
   }
@@ -386,7 +392,9 @@ TEST_P(HybridGgufWrite, FakWritesAFileThatLoadsToTheSameModel) {
   // Qwen3-Next keeps b and a fused (llama.cpp's ssm_ba); Qwen3.5 has them apart.
   EXPECT_EQ(gguf->FindTensor("blk.0.ssm_ba.weight") != nullptr, next);
   EXPECT_EQ(gguf->FindTensor("blk.0.ssm_beta.weight") != nullptr, !next);
-  if (next) EXPECT_EQ(gguf->FindTensor("blk.0.ssm_ba.weight")->shape, (std::vector<uint64_t>{16, 8}));
+  if (next) {
+    EXPECT_EQ(gguf->FindTensor("blk.0.ssm_ba.weight")->shape, (std::vector<uint64_t>{16, 8}));
+  }
   auto hf = LoadModel(GetParam(), LoadOptions{.quant = WeightQuant::kF32});
   auto gg = LoadModel(out, LoadOptions{.quant = WeightQuant::kF32});
   ASSERT_TRUE(hf.ok() && gg.ok()) << (gg.ok() ? hf.status() : gg.status()).ToString();
