@@ -23,7 +23,9 @@ fak_flags=(-p 256 -n 64 -r "$reps" -t "$threads" --json)
 llama_flags=(-p 256 -n 64 -r "$reps" -t "$threads" -o json)
 # Newer llama-bench builds replaced -mmp 0 by --load-mode none (weights read into memory).
 no_mmap=(-mmp 0)
-"$llama_bench" --help 2>&1 | grep -q -- "--load-mode" && no_mmap=(--load-mode none)
+# (The help is read whole first: with pipefail, grep -q closing the pipe early fails the test.)
+llama_help=$("$llama_bench" --help 2>&1 || true)
+[[ $llama_help == *--load-mode* ]] && no_mmap=(--load-mode none)
 echo "fak: build/apps/fak/fak bench -m MODEL ${fak_flags[*]}   (control arm: --mmap)"
 echo "llama.cpp: $(basename "$llama_bench") -m MODEL ${llama_flags[*]}   (control arm: ${no_mmap[*]})"
 echo
