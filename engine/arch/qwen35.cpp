@@ -504,43 +504,34 @@ Result<std::unique_ptr<ArchInstance>> InstantiateHybrid(const Model& m, Backend&
   return std::unique_ptr<ArchInstance>(std::move(a));
 }
 
-}  // namespace
-
-// HF's per-expert tensors under mlp.experts.N., stacked.
-const std::vector<std::pair<const char*, const char*>> kExpertNames = {
-    {"gate_proj.weight", "ffn_gate_exps.weight"},
-    {"up_proj.weight", "ffn_up_exps.weight"},
-    {"down_proj.weight", "ffn_down_exps.weight"}};
-
-const Architecture& Qwen35Hybrid() {
-  static const Architecture arch{
-      "qwen3.5-hybrid",
-      {"qwen3_5", "qwen3_5_moe"},
+// The two families differ in their HF names only (Qwen3-Next's fused projections); the per-expert HF
+// tensors under mlp.experts.N. are stacked in both.
+Architecture HybridArchitecture(const char* name, std::vector<std::string> handles, bool next) {
+  return Architecture{
+      name,
+      std::move(handles),
       {{"model.embed_tokens.weight", kEmbd}, {"model.norm.weight", kOutNorm}, {"lm_head.weight", kOut}},
-      HfNames(/*next=*/false),
-      kExpertNames,
+      HfNames(next),
+      {{"gate_proj.weight", "ffn_gate_exps.weight"},
+       {"up_proj.weight", "ffn_up_exps.weight"},
+       {"down_proj.weight", "ffn_down_exps.weight"}},
       &HybridTensors,
       &HybridCaches,
       &HybridConfigure,
       &HybridHfTransform,
       &InstantiateHybrid,
   };
+}
+
+}  // namespace
+
+const Architecture& Qwen35Hybrid() {
+  static const Architecture arch = HybridArchitecture("qwen3.5-hybrid", {"qwen3_5", "qwen3_5_moe"}, false);
   return arch;
 }
 
 const Architecture& Qwen3NextHybrid() {
-  static const Architecture arch{
-      "qwen3-next-hybrid",
-      {"qwen3_next"},
-      {{"model.embed_tokens.weight", kEmbd}, {"model.norm.weight", kOutNorm}, {"lm_head.weight", kOut}},
-      HfNames(/*next=*/true),
-      kExpertNames,
-      &HybridTensors,
-      &HybridCaches,
-      &HybridConfigure,
-      &HybridHfTransform,
-      &InstantiateHybrid,
-  };
+  static const Architecture arch = HybridArchitecture("qwen3-next-hybrid", {"qwen3_next"}, true);
   return arch;
 }
 

@@ -106,7 +106,26 @@ SPECS.append(
 
 # The Qwen3.5 hybrid: three Gated-DeltaNet layers then one gated full-attention layer, twice. Four value
 # heads over two key heads, so HF's grouped value-head order and llama.cpp's tiled one differ; a quarter of
-# each 16-wide attention head rotated (4 dims); zero-centred norms (scale 1 + w).
+# each 16-wide attention head rotated (4 dims); zero-centred norms (scale 1 + w). Shared by the three
+# hybrid fixtures.
+HYBRID = dict(
+    TINY,
+    head_dim=16,
+    num_hidden_layers=8,
+    layer_types=["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3 + ["full_attention"],
+    linear_conv_kernel_dim=4,
+    linear_key_head_dim=8,
+    linear_value_head_dim=8,
+    linear_num_key_heads=2,
+    linear_num_value_heads=4,
+    max_position_embeddings=4096,
+)
+QWEN35_ROPE = dict(rope_type="default", rope_theta=10000000.0, partial_rotary_factor=0.25,
+                   mrope_section=[1, 1, 0], mrope_interleaved=True)
+# A mixture of experts in every layer: 8 experts of width 32, 2 per token, renormalised, and a
+# sigmoid-gated shared expert of width 48.
+EXPERTS = dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=48)
+
 SPECS.append(
     Spec(
         name="qwen35-tiny",
@@ -114,30 +133,15 @@ SPECS.append(
                     "4 value heads of 8 in the linear layers, partial RoPE 0.25, theta 1e7)",
         config_class=transformers.Qwen3_5TextConfig,
         model_class=transformers.Qwen3_5ForCausalLM,
-        config_kwargs=dict(
-            TINY,
-            head_dim=16,
-            num_hidden_layers=8,
-            layer_types=["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3
-            + ["full_attention"],
-            linear_conv_kernel_dim=4,
-            linear_key_head_dim=8,
-            linear_value_head_dim=8,
-            linear_num_key_heads=2,
-            linear_num_value_heads=4,
-            max_position_embeddings=4096,
-            rope_parameters=dict(rope_type="default", rope_theta=10000000.0, partial_rotary_factor=0.25,
-                                 mrope_section=[1, 1, 0], mrope_interleaved=True),
-        ),
+        config_kwargs=dict(HYBRID, rope_parameters=QWEN35_ROPE),
         seed=112,
         init=dict(INIT, zero_centred_norms=True),
         classic_config=False,
     ))
 
-# Qwen3-Next: the same hybrid layout with a mixture of experts in every layer (8 experts of width 32, 2 per
-# token, renormalised, and a sigmoid-gated shared expert of width 48). Its linear layers keep HF's fused
-# in_proj_qkvz / in_proj_ba, value heads grouped by key head (four over two), as llama.cpp's qwen3next does.
-# Key and value heads share a size (llama.cpp's qwen3next assumes it).
+# Qwen3-Next: the hybrid layout with experts. Its linear layers keep HF's fused in_proj_qkvz / in_proj_ba,
+# value heads grouped by key head (four over two), as llama.cpp's qwen3next does. Key and value heads share
+# a size (llama.cpp's qwen3next assumes it).
 SPECS.append(
     Spec(
         name="qwen3next-tiny",
@@ -146,24 +150,11 @@ SPECS.append(
         config_class=transformers.Qwen3NextConfig,
         model_class=transformers.Qwen3NextForCausalLM,
         config_kwargs=dict(
-            TINY,
-            head_dim=16,
-            num_hidden_layers=8,
-            layer_types=["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3
-            + ["full_attention"],
-            linear_conv_kernel_dim=4,
-            linear_key_head_dim=8,
-            linear_value_head_dim=8,
-            linear_num_key_heads=2,
-            linear_num_value_heads=4,
-            num_experts=8,
-            num_experts_per_tok=2,
-            moe_intermediate_size=32,
-            shared_expert_intermediate_size=48,
+            HYBRID,
+            **EXPERTS,
             norm_topk_prob=True,
             decoder_sparse_step=1,
             mlp_only_layers=[],
-            max_position_embeddings=4096,
             rope_parameters=dict(rope_type="default", rope_theta=10000000.0, partial_rotary_factor=0.25),
         ),
         seed=114,
@@ -172,7 +163,7 @@ SPECS.append(
     ))
 
 # Qwen3.5-MoE: qwen35-tiny's layers (separate in_proj_qkv/z/b/a, value heads reordered to llama.cpp's tiled
-# order at load) with qwen3next-tiny's experts in every layer; no dense FFN width in its config.
+# order at load) with the experts in every layer; no dense FFN width in its config.
 SPECS.append(
     Spec(
         name="qwen35moe-tiny",
@@ -180,25 +171,8 @@ SPECS.append(
                     "mixture of 8 experts, 2 per token, plus a gated shared expert)",
         config_class=transformers.Qwen3_5MoeTextConfig,
         model_class=transformers.Qwen3_5MoeForCausalLM,
-        config_kwargs=dict(
-            {k: v for k, v in TINY.items() if k != "intermediate_size"},
-            head_dim=16,
-            num_hidden_layers=8,
-            layer_types=["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3
-            + ["full_attention"],
-            linear_conv_kernel_dim=4,
-            linear_key_head_dim=8,
-            linear_value_head_dim=8,
-            linear_num_key_heads=2,
-            linear_num_value_heads=4,
-            num_experts=8,
-            num_experts_per_tok=2,
-            moe_intermediate_size=32,
-            shared_expert_intermediate_size=48,
-            max_position_embeddings=4096,
-            rope_parameters=dict(rope_type="default", rope_theta=10000000.0, partial_rotary_factor=0.25,
-                                 mrope_section=[1, 1, 0], mrope_interleaved=True),
-        ),
+        config_kwargs=dict({k: v for k, v in HYBRID.items() if k != "intermediate_size"}, **EXPERTS,
+                           rope_parameters=QWEN35_ROPE),
         seed=116,
         init=dict(INIT, zero_centred_norms=True),
         classic_config=False,
