@@ -125,12 +125,19 @@ Result<Weight> WeightLoader::Convert(const SourceTensor& t, GgmlType target, int
   std::vector<uint8_t> unaligned;
   std::vector<uint8_t> rows_buf(pack ? w.row_bytes * static_cast<size_t>(group) : 0);
   constexpr size_t kReleaseEvery = size_t{16} << 20;  // give source pages back every 16 MiB read
-  size_t released = 0;
+  size_t released = 0, released_parts = 0;
   for (int64_t g0 = 0; g0 < rows; g0 += group) {
     const int64_t n = std::min(group, rows - g0);
     const size_t read = static_cast<size_t>(g0) * src_row;
-    const bool stacked = t.transform != nullptr && !t.transform->parts.empty();
-    if (read - released >= kReleaseEvery && !stacked) {
+    // Rows read in place and in order give back what lies behind them; picked rows (row_from) may be
+    // read again by a sibling tensor, so they give back nothing until the end; stacked experts give
+    // back each expert's matrix once its rows are done.
+    const SourceTransform* tf = t.transform.get();
+    if (tf != nullptr && !tf->parts.empty()) {
+      for (; released_parts < static_cast<size_t>(g0 / tf->part_rows); ++released_parts) {
+        source_.Release(tf->parts[released_parts], tf->part_bytes);
+      }
+    } else if (read - released >= kReleaseEvery && (tf == nullptr || tf->row_from.empty())) {
       source_.Release(t.data + released, read - released);
       released = read;
     }

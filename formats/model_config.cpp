@@ -273,7 +273,8 @@ Result<ModelConfig> ModelConfigFromHfJson(const std::string& text, const std::st
   if (c.n_expert > 0) {
     FAK_ASSIGN_OR_RETURN(c.n_expert_used, f.Int("num_experts_per_tok"));
     FAK_ASSIGN_OR_RETURN(c.d_expert_ffn, f.Int("moe_intermediate_size"));
-    FAK_ASSIGN_OR_RETURN(c.d_shared_expert_ffn, f.IntOr("shared_expert_intermediate_size", 0));
+    // transformers' default for both families when the field is left out.
+    FAK_ASSIGN_OR_RETURN(c.d_shared_expert_ffn, f.IntOr("shared_expert_intermediate_size", 512));
     FAK_ASSIGN_OR_RETURN(c.norm_top_k, f.BoolOr("norm_topk_prob", true));
     FAK_ASSIGN_OR_RETURN(int64_t step, f.IntOr("decoder_sparse_step", 1));
     if (step <= 0) return Corrupt("{}: decoder_sparse_step = {} must be positive", source, step);
@@ -348,7 +349,7 @@ Status HybridFromGguf(const GgufFile& file, const std::string& arch, ModelConfig
     FAK_ASSIGN_OR_RETURN(int64_t rot, get("rope.dimension_count"));
     c.rope.partial_rotary_factor = static_cast<double>(rot) / static_cast<double>(c.head_dim);
   }
-  // Experts (qwen3next): which layers have them the tensors tell (the architecture's config hook).
+  // Experts (qwen3next, qwen35moe): which layers have them the tensors tell (the architecture's config hook).
   if (file.Find(arch + ".expert_count") != nullptr) {
     FAK_ASSIGN_OR_RETURN(c.n_expert, get("expert_count"));
     FAK_ASSIGN_OR_RETURN(c.n_expert_used, get("expert_used_count"));

@@ -79,10 +79,10 @@ struct DeltaNetSpec {
   size_t StateBytes() const { return ConvStateBytes() + static_cast<size_t>(n_v_head * k_dim * v_dim) * 4; }
 };
 
-// A mixture-of-experts FFN (Qwen3-Next): per row, a router (n_expert, d) gives softmax weights over the
-// experts; the n_used largest are kept (renormalised to sum 1 when norm_top_k) and each chosen expert's
-// SwiGLU FFN runs on the row, scaled by its weight. A shared expert, where present, runs on every row,
-// scaled by sigmoid(x . shared_scale). Each row's result is summed in a fixed order (experts by rank,
+// A mixture-of-experts FFN (Qwen3.5-MoE, Qwen3-Next): per row, a router (n_expert, d) gives softmax weights
+// over the experts; the n_used largest are kept (renormalised to sum 1 when norm_top_k) and each chosen
+// expert's SwiGLU FFN runs on the row, scaled by its weight. A shared expert, where present, runs on every
+// row, scaled by sigmoid(x . shared_scale). Each row's result is summed in a fixed order (experts by rank,
 // then the shared expert), so it does not depend on the other rows of the batch.
 struct MoeSpec {
   int64_t n_expert = 0;
@@ -206,8 +206,8 @@ class Backend {
   // q and k are L2-normalized, q scaled by 1/sqrt(k_dim). out (n_rows, n_v_head * v_dim).
   virtual void DeltaNetRule(int32_t states, int32_t dn, Tensor x, Tensor b, Tensor a, BoundWeight ssm_a,
                             BoundWeight dt_bias, Tensor out) = 0;
-  // out (n_rows, d) = mixture-of-experts FFN `moe` (MoeSpec) of x (n_rows, d). Only a backend whose
-  // BindMoe succeeded is called.
+  // out (n_rows, d) = mixture-of-experts FFN `moe` (MoeSpec) of x (n_rows, d); out is not x. Called only
+  // with an id BindMoe gave, so a backend without experts never is.
   virtual void MoeFfn(int32_t moe, Tensor x, Tensor out) {}
   // out[i] = x[out_rows[i]].
   virtual void GatherOutRows(Tensor x, Tensor out) = 0;

@@ -61,15 +61,14 @@ struct KvStore {
   }
 };
 
-// A 64-byte aligned f32 scratch buffer that only grows.
+// A 64-byte aligned f32 scratch buffer that only grows; null when memory runs out.
 class Scratch {
  public:
   float* Get(int64_t n) {
     if (n > size_) {
       const size_t bytes = (static_cast<size_t>(n) * 4 + 63) / 64 * 64;
       p_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-      if (p_ == nullptr) throw std::bad_alloc();
-      size_ = n;
+      size_ = p_ != nullptr ? n : 0;
     }
     return p_.get();
   }
@@ -109,7 +108,7 @@ enum ProfiledOp {
 };
 constexpr const char* kOpNames[] = {"Embed",    "MatMul", "RmsNorm",      "AddRow",       "Add",
                                     "SiluMul",  "Rope",   "KvWrite",      "Attention",    "GatherOutRows",
-                                    "Download", "Gates",  "DeltaNetConv", "DeltaNetRule", "Moe (routing)"};
+                                    "Download", "Gates",  "DeltaNetConv", "DeltaNetRule", "Moe (route+sum)"};
 
 // FAK_PROFILE=1: time per op kind, printed to stderr when the backend is destroyed.
 bool ProfilingEnabled() {
@@ -551,7 +550,17 @@ class CpuBackend final : public Backend {
     if (!error_.ok()) return;
     const MoeSpec& m = moes_[static_cast<size_t>(id)];
     const int64_t n = x.rows, d = x.cols, n_exp = m.n_expert, k = m.n_used;
+    const int64_t widest = std::max(m.gate[0].rows, m.shared_gate.present() ? m.shared_gate.rows : 0);
     float* logits = moe_logits_.Get(n * n_exp);
+    float* y = moe_y_.Get(n * k * d);  // (row, rank) results
+    float* xe = moe_x_.Get(n * d);
+    float* ge = moe_g_.Get(n * widest);
+    float* ue = moe_u_.Get(n * widest);
+    float* ye = moe_out_.Get(n * d);
+    float* shared = m.shared_gate.present() ? moe_shared_.Get(n * d) : nullptr;
+    if (!logits || !y || !xe || !ge || !ue || !ye || (m.shared_gate.present() && !shared)) {
+      return Fail(OutOfRange("mixture of experts: no memory for the scratch of {} rows", n));
+    }
     MatMul(m.router, x, Tensor{logits, n, n_exp});
     if (!error_.ok()) return;
     moe_ids_.resize(static_cast<size_t>(n * k));
@@ -571,7 +580,11 @@ class CpuBackend final : public Backend {
             if (p[e] >= 0.0f && (best < 0 || p[e] > p[best])) best = e;
           }
           float w = best >= 0 ? p[best] / sum : std::numeric_limits<float>::quiet_NaN();
-          if (best < 0) best = 0;  // non-finite logits: a NaN weight, which the pass's finite check reports
+          // Non-finite logits: a NaN weight (the pass's finite check reports it) on an expert not taken
+          // yet, so each row still picks k distinct experts (the scratch holds one row per expert).
+          for (int64_t e = 0; best < 0 && e < n_exp; ++e) {
+            if (p[e] != -1.0f) best = e;
+          }
           moe_ids_[static_cast<size_t>(r * k + j)] = static_cast<int32_t>(best);
           moe_weights_[static_cast<size_t>(r * k + j)] = w;
           kept += w;
@@ -582,34 +595,37 @@ class CpuBackend final : public Backend {
         }
       }
     }
-    float* y = moe_y_.Get(n * k * d);  // (row, rank) results
-    std::vector<int64_t>& slots = moe_slots_;
+    // The (row, rank) slots grouped by expert, in slot order (a counting sort).
+    moe_first_.assign(static_cast<size_t>(n_exp + 1), 0);
+    for (const int32_t e : moe_ids_) ++moe_first_[static_cast<size_t>(e) + 1];
+    for (size_t e = 0; e < static_cast<size_t>(n_exp); ++e) moe_first_[e + 1] += moe_first_[e];
+    moe_slots_.resize(static_cast<size_t>(n * k));
+    moe_fill_.assign(moe_first_.begin(), moe_first_.end() - 1);
+    for (int64_t i = 0; i < n * k; ++i) {
+      const auto e = static_cast<size_t>(moe_ids_[static_cast<size_t>(i)]);
+      moe_slots_[static_cast<size_t>(moe_fill_[e]++)] = i;
+    }
     for (int64_t e = 0; e < n_exp; ++e) {
-      slots.clear();
-      for (int64_t i = 0; i < n * k; ++i) {
-        if (moe_ids_[static_cast<size_t>(i)] == e) slots.push_back(i);
-      }
-      if (slots.empty()) continue;
-      const auto rows = static_cast<int64_t>(slots.size());
+      const int64_t first = moe_first_[static_cast<size_t>(e)];
+      const int64_t rows = moe_first_[static_cast<size_t>(e) + 1] - first;
+      if (rows == 0) continue;
+      const int64_t* slots = &moe_slots_[static_cast<size_t>(first)];
       const int64_t ff = m.gate[static_cast<size_t>(e)].rows;
-      float* xe = moe_x_.Get(rows * d);
       for (int64_t i = 0; i < rows; ++i) {
-        std::memcpy(xe + i * d, x.data + slots[static_cast<size_t>(i)] / k * d, static_cast<size_t>(d) * 4);
+        std::memcpy(xe + i * d, x.data + slots[i] / k * x.cols, static_cast<size_t>(d) * 4);
       }
-      const Tensor g{moe_g_.Get(rows * ff), rows, ff}, ye{moe_out_.Get(rows * d), rows, d};
+      const Tensor g{ge, rows, ff};
       MatMulSwiGLU(m.gate[static_cast<size_t>(e)], m.up[static_cast<size_t>(e)], Tensor{xe, rows, d}, g,
-                   Tensor{moe_u_.Get(rows * ff), rows, ff});
-      MatMul(m.down[static_cast<size_t>(e)], g, ye);
+                   Tensor{ue, rows, ff});
+      MatMul(m.down[static_cast<size_t>(e)], g, Tensor{ye, rows, d});
       for (int64_t i = 0; i < rows; ++i) {
-        std::memcpy(y + slots[static_cast<size_t>(i)] * d, ye.data + i * d, static_cast<size_t>(d) * 4);
+        std::memcpy(y + slots[i] * d, ye + i * d, static_cast<size_t>(d) * 4);
       }
     }
-    float* shared = nullptr;
-    if (m.shared_gate.present()) {
+    if (shared != nullptr) {
       const int64_t ff = m.shared_gate.rows;
-      const Tensor g{moe_g_.Get(n * ff), n, ff};
-      shared = moe_shared_.Get(n * d);
-      MatMulSwiGLU(m.shared_gate, m.shared_up, x, g, Tensor{moe_u_.Get(n * ff), n, ff});
+      const Tensor g{ge, n, ff};
+      MatMulSwiGLU(m.shared_gate, m.shared_up, x, g, Tensor{ue, n, ff});
       MatMul(m.shared_down, g, Tensor{shared, n, d});
     }
     if (!error_.ok()) return;
@@ -817,7 +833,7 @@ class CpuBackend final : public Backend {
   Scratch moe_logits_, moe_x_, moe_g_, moe_u_, moe_out_, moe_y_, moe_shared_;
   std::vector<int32_t> moe_ids_;
   std::vector<float> moe_weights_;
-  std::vector<int64_t> moe_slots_;
+  std::vector<int64_t> moe_slots_, moe_first_, moe_fill_;
 };
 
 }  // namespace

@@ -219,8 +219,8 @@ struct DeltaNetDevice {
   int64_t n_k_head = 0, n_v_head = 0, k_dim = 0, v_dim = 0, conv_dim = 0;
   int conv_kernel = 0;
   float eps = 1e-6f;
-  int64_t key_group =
-      0;  // value heads per key head when value head h reads key head h / key_group; 0: h % n_k_head
+  // Value heads per key head when value head h reads key head h / key_group; 0: h % n_k_head.
+  int64_t key_group = 0;
 };
 
 // seqs: (row0, n_rows, state slot) of each of n_seqs sequences, whose rows are consecutive.

@@ -11,6 +11,7 @@
 // q/k RMSNorm; RoPE on the first part of each head (partial_rotary_factor); attention; output times
 // sigmoid(gate). Linear layers: in_proj_qkv -> causal depthwise conv + SiLU -> the gated delta rule
 // (state per value head), RMSNorm of each head gated by silu(in_proj_z), out_proj.
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -45,7 +46,7 @@ enum LayerTensor {
   kGate,
   kUp,
   kDown,
-  // mixture of experts (Qwen3-Next)
+  // mixture of experts (Qwen3.5-MoE, Qwen3-Next)
   kRouter,
   kGateExps,
   kUpExps,
@@ -296,7 +297,13 @@ struct Layer {
 void HybridConfigure(ModelConfig& c, const std::function<bool(const std::string&)>& has_tensor) {
   if (c.n_expert <= 0) return;
   c.layer_is_moe.clear();
-  for (int64_t l = 0; l < c.n_layer; ++l) c.layer_is_moe.push_back(has_tensor(LayerName(l, kRouter)));
+  bool shared = false;
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    c.layer_is_moe.push_back(has_tensor(LayerName(l, kRouter)));
+    shared = shared || has_tensor(LayerName(l, kSharedScale));
+  }
+  // Without expert_shared_feed_forward_length llama.cpp gives the shared expert the FFN width.
+  if (shared && c.d_shared_expert_ffn == 0) c.d_shared_expert_ffn = c.d_ffn;
 }
 
 class Hybrid final : public ArchInstance {
@@ -310,7 +317,8 @@ class Hybrid final : public ArchInstance {
   }
 
   Status Bind(const Model& m) {
-    if (c_.n_expert > 0 && !be_.RunsMoe()) {
+    if (std::find(c_.layer_is_moe.begin(), c_.layer_is_moe.end(), true) != c_.layer_is_moe.end() &&
+        !be_.RunsMoe()) {
       return Unsupported("the {} backend does not run mixture-of-experts layers yet (this {} model has them)",
                          be_.name(), c_.arch);
     }
