@@ -1,5 +1,6 @@
 #include "tokenizer/jinja/interpreter.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "tokenizer/jinja/builtins.h"   // CallFilter, CallTest, GetAttr, GetItem, Contains, AddGlobals
@@ -259,6 +260,34 @@ Status Interpreter::ExecFor(const Node& n, Scope& scope, std::string& out) {
   return Status::Ok();
 }
 
+namespace {
+
+// Whether `v` is or holds (through lists and dicts) the dict `target`. Containers are immutable but for
+// namespaces, so a reference cycle can only be closed by `set ns.attr = v` with such a v; refusing it
+// keeps every value's graph acyclic (shared_ptr-owned cycles would never be freed). `seen` keeps the walk
+// linear when containers are shared.
+bool Reaches(const Value& v, const Dict* target, std::vector<const void*>& seen) {
+  const void* self = v.is_list()   ? static_cast<const void*>(&v.list())
+                     : v.is_dict() ? static_cast<const void*>(&v.dict())
+                                   : nullptr;
+  if (self == nullptr) return false;
+  if (self == target) return true;
+  if (std::find(seen.begin(), seen.end(), self) != seen.end()) return false;
+  seen.push_back(self);
+  if (v.is_list()) {
+    for (const Value& e : v.list().items) {
+      if (Reaches(e, target, seen)) return true;
+    }
+    return false;
+  }
+  for (const auto& [k, e] : v.dict().items) {
+    if (Reaches(e, target, seen)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 Status Interpreter::ExecSet(const Node& n, Scope& scope) {
   Value v;
   if (n.expr) {
@@ -277,6 +306,11 @@ Status Interpreter::ExecSet(const Node& n, Scope& scope) {
     if (!target || !target->is_dict() || !target->dict().is_namespace) {
       return InvalidArgument("{}cannot assign attribute on non-namespace object '{}'", Where(n.line, n.col),
                              n.targets[0]);
+    }
+    std::vector<const void*> seen;
+    if (Reaches(v, &target->dict(), seen)) {
+      return InvalidArgument("{}cannot assign to '{}.{}' a value that holds '{}' itself (a reference cycle)",
+                             Where(n.line, n.col), n.targets[0], n.text, n.targets[0]);
     }
     target->dict().Set(n.text, std::move(v));
     return Status::Ok();

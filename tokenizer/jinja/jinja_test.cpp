@@ -83,6 +83,24 @@ TEST(JinjaLimits, OutputSizeIsBounded) {
   EXPECT_FALSE(r.ok());
 }
 
+// A namespace given a value that holds the namespace itself would be a reference cycle, which
+// reference counting never frees (a fuzzer found `{% set ns.n = ns %}` leaking): refused by name.
+TEST(JinjaLimits, ReferenceCyclesAreRefused) {
+  for (const char* t : {"{% set ns = namespace(n=0) %}{% set ns.n = ns %}",
+                        "{% set ns = namespace(n=0) %}{% set ns.n = [1, {'a': [ns]}] %}",
+                        "{% set a = namespace(x=1) %}{% set b = namespace(y=a) %}{% set a.x = b %}"}) {
+    SCOPED_TRACE(t);
+    Result<std::string> r = RenderText(t);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("reference cycle"), std::string::npos) << r.status().message();
+  }
+  // Values that only share a namespace, without a loop, stay allowed.
+  Result<std::string> ok = RenderText(
+      "{% set a = namespace(x=1) %}{% set b = namespace(y=a, z=a) %}{% set b.w = [a, a] %}{{ b.w[1].x }}");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(*ok, "1");
+}
+
 TEST(JinjaLimits, DeepNestingIsRejectedNotRecursed) {
   std::string deep = "{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}";
   Result<Template> t = ParseTemplate(deep);
