@@ -18,6 +18,7 @@
 #include "backends/cpu/delta_net.h"  // DeltaNetConvChannels, DeltaNetHead, GatedRmsNorm
 #include "backends/cpu/kernels.h"    // Kernels
 #include "backends/cpu/matmul.h"     // QuantMatrix, MatMul
+#include "backends/cpu/moe.h"        // RouteRow, GroupByExpert, CombineRow
 #include "backends/cpu/ops.h"        // RmsNorm, Rope, SiluMul, EmbeddingRow, FloatToHalf
 #include "backends/cpu/packed.h"     // PackMatrix, PackedBytes
 #include "core/thread_pool.h"
@@ -568,43 +569,11 @@ class CpuBackend final : public Backend {
     {
       Profile prof(this, kMoe);
       for (int64_t r = 0; r < n; ++r) {
-        float* p = logits + r * n_exp;
-        float top = p[0];
-        for (int64_t e = 1; e < n_exp; ++e) top = std::max(top, p[e]);
-        float sum = 0.0f;
-        for (int64_t e = 0; e < n_exp; ++e) sum += p[e] = std::exp(p[e] - top);
-        float kept = 0.0f;
-        for (int64_t j = 0; j < k; ++j) {  // the k largest, ties to the lower expert
-          int64_t best = -1;
-          for (int64_t e = 0; e < n_exp; ++e) {
-            if (p[e] >= 0.0f && (best < 0 || p[e] > p[best])) best = e;
-          }
-          float w = best >= 0 ? p[best] / sum : std::numeric_limits<float>::quiet_NaN();
-          // Non-finite logits: a NaN weight (the pass's finite check reports it) on an expert not taken
-          // yet, so each row still picks k distinct experts (the scratch holds one row per expert).
-          for (int64_t e = 0; best < 0 && e < n_exp; ++e) {
-            if (p[e] != -1.0f) best = e;
-          }
-          moe_ids_[static_cast<size_t>(r * k + j)] = static_cast<int32_t>(best);
-          moe_weights_[static_cast<size_t>(r * k + j)] = w;
-          kept += w;
-          p[best] = -1.0f;  // taken
-        }
-        if (m.norm_top_k) {
-          for (int64_t j = 0; j < k; ++j) moe_weights_[static_cast<size_t>(r * k + j)] /= kept;
-        }
+        RouteRow(logits + r * n_exp, n_exp, k, m.norm_top_k, &moe_ids_[static_cast<size_t>(r * k)],
+                 &moe_weights_[static_cast<size_t>(r * k)]);
       }
     }
-    // The (row, rank) slots grouped by expert, in slot order (a counting sort).
-    moe_first_.assign(static_cast<size_t>(n_exp + 1), 0);
-    for (const int32_t e : moe_ids_) ++moe_first_[static_cast<size_t>(e) + 1];
-    for (size_t e = 0; e < static_cast<size_t>(n_exp); ++e) moe_first_[e + 1] += moe_first_[e];
-    moe_slots_.resize(static_cast<size_t>(n * k));
-    moe_fill_.assign(moe_first_.begin(), moe_first_.end() - 1);
-    for (int64_t i = 0; i < n * k; ++i) {
-      const auto e = static_cast<size_t>(moe_ids_[static_cast<size_t>(i)]);
-      moe_slots_[static_cast<size_t>(moe_fill_[e]++)] = i;
-    }
+    GroupByExpert(moe_ids_, n_exp, &moe_first_, &moe_slots_);
     for (int64_t e = 0; e < n_exp; ++e) {
       const int64_t first = moe_first_[static_cast<size_t>(e)];
       const int64_t rows = moe_first_[static_cast<size_t>(e) + 1] - first;
@@ -634,21 +603,11 @@ class CpuBackend final : public Backend {
         m.shared_scale.present() ? vectors_[static_cast<size_t>(m.shared_scale.id)] : nullptr;
     Rows(n, d, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
-        float* o = out.data + r * out.cols;
-        const float* w = &moe_weights_[static_cast<size_t>(r * k)];
-        for (int64_t c = 0; c < d; ++c) o[c] = w[0] * y[(r * k) * d + c];
-        for (int64_t j = 1; j < k; ++j) {
-          const float* yj = y + (r * k + j) * d;
-          for (int64_t c = 0; c < d; ++c) o[c] += w[j] * yj[c];
-        }
-        if (shared == nullptr) continue;
-        float scale = 1.0f;
-        if (scale_w != nullptr) {
-          float dot = 0.0f;
-          for (int64_t c = 0; c < d; ++c) dot += x.data[r * x.cols + c] * scale_w[c];
-          scale = 1.0f / (1.0f + std::exp(-dot));
-        }
-        for (int64_t c = 0; c < d; ++c) o[c] += scale * shared[r * d + c];
+        const float scale = shared == nullptr    ? 0.0f
+                            : scale_w == nullptr ? 1.0f
+                                                 : SharedExpertGate(x.data + r * x.cols, scale_w, d);
+        CombineRow(y + r * k * d, &moe_weights_[static_cast<size_t>(r * k)], k, d,
+                   shared == nullptr ? nullptr : shared + r * d, scale, out.data + r * out.cols);
       }
     });
   }
@@ -833,7 +792,7 @@ class CpuBackend final : public Backend {
   Scratch moe_logits_, moe_x_, moe_g_, moe_u_, moe_out_, moe_y_, moe_shared_;
   std::vector<int32_t> moe_ids_;
   std::vector<float> moe_weights_;
-  std::vector<int64_t> moe_slots_, moe_first_, moe_fill_;
+  std::vector<int64_t> moe_slots_, moe_first_;
 };
 
 }  // namespace
