@@ -9,7 +9,7 @@ if [ "${1:-}" = "all" ]; then
   mapfile -t files < <(git ls-files '*.cpp' | grep -v -e '_test\.cpp$' -e '^tests/' -e '^tools/' -e '\.cu$' \
     -e '_neon\.cpp$')
 else
-  mapfile -t files < <(git ls-files 'engine/*.cpp' 'ops/*.cpp' 'backends/cpu/cpu_backend.cpp' \
+  mapfile -t files < <(git ls-files 'engine/*.cpp' 'ops/*.cpp' 'backends/cpu/cpu_backend.cpp' 'backends/cpu/cpu_backend_hybrid.cpp' 'backends/cpu/moe.cpp' \
     'apps/fak/cmd_bench_batch.cpp' | grep -v -e '_test\.cpp$' -e '^engine/convert/')
 fi
 printf '%s\n' "${files[@]}" | xargs -P "$jobs" -n 1 clang-tidy -p build --quiet --warnings-as-errors='*'

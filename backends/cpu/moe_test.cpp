@@ -33,8 +33,9 @@ TEST(MoeRouting, PicksTheLargestWithTiesToTheLowerExpertAndRenormalizes) {
 // row per slot), and NaN weights for the finiteness check to report.
 TEST(MoeRouting, NonFiniteLogitsStillPickDistinctExperts) {
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  for (const std::vector<float>& row : {std::vector<float>{nan, nan, nan, nan}, std::vector<float>{inf, 0, inf, 1},
-                                        std::vector<float>{0, nan, 1, 2}}) {
+  for (const std::vector<float>& row :
+       {std::vector<float>{nan, nan, nan, nan}, std::vector<float>{inf, 0, inf, 1},
+        std::vector<float>{0, nan, 1, 2}}) {
     std::vector<float> logits = row;
     int32_t ids[3];
     float w[3];
