@@ -42,14 +42,13 @@ Result<int32_t> CpuBackend::BindMoe(const MoeSpec& m) {
   };
   for (size_t e = 0; e < n; ++e) {
     if (!ffn_ok(m.gate[e], m.up[e], m.down[e])) {
-      return InvalidArgument("mixture of experts: expert {}'s matrices do not fit a model width of {}", e,
-                             d);
+      return InvalidArgument("mixture of experts: expert {}'s matrices do not fit a model width of {}", e, d);
     }
   }
   const bool shared = m.shared_gate.present() || m.shared_up.present() || m.shared_down.present();
   if (shared && !ffn_ok(m.shared_gate, m.shared_up, m.shared_down)) {
-    return InvalidArgument(
-        "mixture of experts: the shared expert's matrices do not fit a model width of {}", d);
+    return InvalidArgument("mixture of experts: the shared expert's matrices do not fit a model width of {}",
+                           d);
   }
   if (m.shared_scale.present() && (!shared || m.shared_scale.cols != d)) {
     return InvalidArgument("mixture of experts: a shared-expert gate of {} values for a width of {}",
@@ -124,7 +123,8 @@ void CpuBackend::DeltaNetConv(int32_t states, int32_t dn, Tensor x, BoundWeight 
   }
 }
 
-void CpuBackend::DeltaNetRule(int32_t states, int32_t dn, Tensor x, Tensor b, Tensor a, BoundWeight ssm_a, BoundWeight dt_bias, Tensor out) {
+void CpuBackend::DeltaNetRule(int32_t states, int32_t dn, Tensor x, Tensor b, Tensor a, BoundWeight ssm_a,
+                              BoundWeight dt_bias, Tensor out) {
   if (!error_.ok()) return;
   Profile prof(this, kDeltaNetRule);
   const DeltaNetSpec& d = delta_nets_[static_cast<size_t>(dn)];

@@ -171,7 +171,8 @@ class CpuBackend final : public Backend {
 
   void DeltaNetConv(int32_t states, int32_t dn, Tensor x, BoundWeight conv) override;
 
-  void DeltaNetRule(int32_t states, int32_t dn, Tensor x, Tensor b, Tensor a, BoundWeight ssm_a, BoundWeight dt_bias, Tensor out) override;
+  void DeltaNetRule(int32_t states, int32_t dn, Tensor x, Tensor b, Tensor a, BoundWeight ssm_a,
+                    BoundWeight dt_bias, Tensor out) override;
 
   // Routing, then each chosen expert over the rows that chose it (gathered into one product, so its
   // weights are read once per batch), each (row, rank) result kept apart and summed per row in rank
