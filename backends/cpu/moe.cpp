@@ -39,10 +39,13 @@ void GroupByExpert(std::span<const int32_t> ids, int64_t n_expert, std::vector<i
   for (const int32_t e : ids) ++(*first)[static_cast<size_t>(e) + 1];
   for (size_t e = 0; e < static_cast<size_t>(n_expert); ++e) (*first)[e + 1] += (*first)[e];
   slots->resize(ids.size());
-  std::vector<int64_t> fill(first->begin(), first->end() - 1);
+  // first[e] is expert e's fill cursor and ends at e's end, where e + 1 begins; shifting by one then
+  // restores the starts, so no second array is allocated per call.
   for (size_t i = 0; i < ids.size(); ++i) {
-    (*slots)[static_cast<size_t>(fill[static_cast<size_t>(ids[i])]++)] = static_cast<int64_t>(i);
+    (*slots)[static_cast<size_t>((*first)[static_cast<size_t>(ids[i])]++)] = static_cast<int64_t>(i);
   }
+  for (size_t e = static_cast<size_t>(n_expert); e > 0; --e) (*first)[e] = (*first)[e - 1];
+  (*first)[0] = 0;
 }
 
 void CombineRow(const float* y, const float* weights, int64_t k, int64_t d, const float* shared,
