@@ -101,6 +101,8 @@ class CudaBackend final : public Backend {
   void CheckFinite(Tensor x, bool* finite) override;
   Status Synchronize() override;
   Result<double> MeasureBandwidth(double min_seconds) override;
+  // The device counter of the products' tails (step.h FuseTail); once, when the backend is made.
+  Status InitTails();
 
   // The dense transformer's ops (backend_ops.cpp).
   void Embed(BoundWeight table, Tensor out) override;
@@ -231,7 +233,8 @@ class CudaBackend final : public Backend {
   // Caller memory registered with the driver (PinHost): [begin, end) ranges that downloads go to directly.
   std::vector<std::pair<uintptr_t, uintptr_t>> pinned_;
   std::vector<PendingCheck> checks_;
-  uint32_t* check_flags_ = nullptr;  // kMaxChecks * kFiniteFlags, one run per CheckFinite of a step
+  unsigned* tail_counter_ = nullptr;  // MatVecTail::counter of every product with a tail
+  uint32_t* check_flags_ = nullptr;   // kMaxChecks * kFiniteFlags, one run per CheckFinite of a step
   // Threads that copy large downloads from the pinned area to their callers (a batched step's logits).
   std::unique_ptr<ThreadPool> copy_pool_;
 };

@@ -49,6 +49,16 @@ void CudaBackend::RmsNorm(Tensor x, BoundWeight w, Tensor y, float eps) {
   const int64_t rows = x.rows, cols = x.cols;
   const float* xs = x.data;
   float* ys = y.data;
+  MatVecTail t;
+  t.kind = TailKind::kRmsNorm;
+  t.x = xs;
+  t.w = wv;
+  t.y = ys;
+  t.cols = cols;
+  t.eps = eps;
+  t.q = q;
+  t.d = d;
+  if (q_.FuseTail(t, rows)) return shadow ? Shadowed(y) : Written(y);
   uint32_t eps_bits;
   std::memcpy(&eps_bits, &eps, 4);
   Queue("RmsNorm", {U(xs), U(wv), U(ys), U(rows), U(cols), eps_bits, U(q), U(d)},
@@ -91,6 +101,14 @@ void CudaBackend::SiluMul(Tensor g, Tensor u) {
   float* gs = g.data;
   const float* us = u.data;
   const int64_t n = g.rows * g.cols;
+  MatVecTail t;
+  t.kind = TailKind::kSiluMul;
+  t.y = gs;
+  t.u = us;
+  t.cols = g.cols;
+  t.q = q;
+  t.d = d;
+  if ((q == nullptr || g.cols % 32 == 0) && q_.FuseTail(t, g.rows)) return shadow ? Shadowed(g) : Written(g);
   Queue("SiluMul", {U(gs), U(us), U(n), U(q), U(d)},
         [=](cudaStream_t s) { return fak::cuda::SiluMul(gs, us, n, q, d, s); });
   shadow ? Shadowed(g) : Written(g);
@@ -128,6 +146,20 @@ void CudaBackend::KvWrite(int32_t kv, int64_t layer, Tensor k, Tensor v) {
     const int64_t half = static_cast<int64_t>(r.inv_freq.size()), hd = view.head_dim;
     const float* table = rope_tables_[static_cast<size_t>(kr.rope)];
     const bool neox = r.neox;
+    MatVecTail t;
+    t.kind = TailKind::kRopeKvWrite;
+    t.rq = qs;
+    t.q_cols = q_cols;
+    t.k = ks;
+    t.v = vs;
+    t.head_dim = hd;
+    t.half = half;
+    t.layer = layer;
+    t.cos_sin = table;
+    t.neox = neox;
+    t.kv = view;
+    t.b = b;
+    if (q_.FuseTail(t, rows)) return;
     Queue("RopeKvWrite",
           {U(qs), U(q_cols), U(ks), U(vs), U(rows), U(hd), U(half), U(table), neox, U(view.page_ptr),
            U(layer), U(b.positions), U(b.pages)},

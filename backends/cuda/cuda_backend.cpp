@@ -49,6 +49,7 @@ CudaBackend::~CudaBackend() {
   cudaFree(graph_split_);
   cudaFree(attn_part_);
   cudaFree(check_flags_);
+  cudaFree(tail_counter_);
   cudaFree(up_.dev);
   cudaFreeHost(down_.host);
   cudaStreamDestroy(stream_);
@@ -497,7 +498,17 @@ Result<std::unique_ptr<Backend>> CreateCudaBackend(const CudaBackendOptions& opt
   cudaStream_t stream = nullptr;
   FAK_RETURN_IF_ERROR(
       CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "creating a stream"));
-  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(stream));
+  auto backend = std::make_unique<CudaBackend>(stream);
+  FAK_RETURN_IF_ERROR(backend->InitTails());
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+Status CudaBackend::InitTails() {
+  FAK_ASSIGN_OR_RETURN(void* p, DeviceAlloc(sizeof(unsigned), "the tail counter"));
+  tail_counter_ = static_cast<unsigned*>(p);
+  FAK_RETURN_IF_ERROR(CudaStatus(cudaMemset(tail_counter_, 0, sizeof(unsigned)), "zeroing the tail counter"));
+  q_.SetTailCounter(tail_counter_);
+  return Status::Ok();
 }
 
 const WeightLayout& CudaWeightLayout() {

@@ -60,6 +60,61 @@ struct MatVecOut {
   int64_t ldr = 0;
 };
 
+// The batch as the KV kernels read it (device arrays, see ops/backend.h's BatchPlan).
+struct DeviceBatch {
+  const int32_t* positions = nullptr;
+  const int32_t* row_seq = nullptr;
+  const int32_t* page_begin = nullptr;
+  const int32_t* pages = nullptr;
+  // The rows attention computes together (AttnGroups): (first row, rows, the sequence's first position
+  // in the batch) for each group.
+  const int32_t* attn_groups = nullptr;
+};
+
+// A KV store: page p's storage starts at page_ptr[p]; inside a page, block (layer, k or v, kv head)
+// holds page_tokens rows of head_dim elements (f16, or f32 when f32).
+struct DeviceKv {
+  void* const* page_ptr = nullptr;
+  int64_t n_kv_head = 0, head_dim = 0, page_tokens = 0;
+  bool f32 = false;
+};
+
+// The row op that follows a product (matvec.cu): with one activation row, the product's
+// last block runs it after the other blocks' results are in (they count themselves done on `counter`,
+// zero between launches), so it costs no launch of its own; with more rows, MatVec launches the op's
+// own kernel after the product. Both run the same device functions (row_ops.cuh): the same bits.
+enum class TailKind : int { kNone = 0, kRmsNorm = 1, kSiluMul = 2, kRopeKvWrite = 3 };
+struct MatVecTail {
+  TailKind kind = TailKind::kNone;
+  unsigned* counter = nullptr;
+  // kRmsNorm: y = x / rms(x) * w per row of `cols` (x: the product's residual); kSiluMul: y = silu(y) * u
+  // per row of `cols` (y and u: the job's outputs 0 and 1). Both with the int8 shadow q, d of the result
+  // when q is not null.
+  const float* x = nullptr;
+  const float* w = nullptr;
+  float* y = nullptr;
+  const float* u = nullptr;
+  int64_t cols = 0;
+  float eps = 0.0f;
+  int8_t* q = nullptr;
+  float* d = nullptr;
+  // kRopeKvWrite: rope of the queries rq (q_cols wide; null: none) and of the keys k, then the KV store
+  // of k and v (RopeKvWrite's arguments).
+  float* rq = nullptr;
+  int64_t q_cols = 0;
+  float* k = nullptr;
+  const float* v = nullptr;
+  int64_t head_dim = 0, half = 0, layer = 0;
+  const float* cos_sin = nullptr;
+  bool neox = false;
+  DeviceKv kv;
+  DeviceBatch b;
+};
+
+// Which tails run inside the product (FAK_CUDA_TAILS: unset or 0 none, 1 all, or a list of norm,
+// silu, rope); the others run as their own launch after it.
+bool TailInKernel(TailKind kind);
+
 // Up to three matrices of one format and width that read the same activations (q, k and v; gate and
 // up), in one launch.
 struct MatVecJob {
@@ -71,6 +126,7 @@ struct MatVecJob {
   // tiles to fill the GPU otherwise); null or too small: one block per tile does all four.
   float* split = nullptr;
   int64_t split_floats = 0;
+  MatVecTail tail;
 };
 
 // For every matrix k of the job: y_k (n, w_k.rows) = x (n, cols) . w_k^T. Quantized formats read xq,
@@ -115,25 +171,6 @@ cudaError_t Gather(const float* x, int64_t cols, const int32_t* out_rows, int64_
 // n floats of x (each block a strided share); all zero means x is finite.
 constexpr int kFiniteFlags = 128;
 cudaError_t NonFiniteFlags(const float* x, int64_t n, uint32_t* flags, cudaStream_t stream);
-
-// The batch as the KV kernels read it (device arrays, see ops/backend.h's BatchPlan).
-struct DeviceBatch {
-  const int32_t* positions = nullptr;
-  const int32_t* row_seq = nullptr;
-  const int32_t* page_begin = nullptr;
-  const int32_t* pages = nullptr;
-  // The rows attention computes together (AttnGroups): (first row, rows, the sequence's first position
-  // in the batch) for each group.
-  const int32_t* attn_groups = nullptr;
-};
-
-// A KV store: page p's storage starts at page_ptr[p]; inside a page, block (layer, k or v, kv head)
-// holds page_tokens rows of head_dim elements (f16, or f32 when f32).
-struct DeviceKv {
-  void* const* page_ptr = nullptr;
-  int64_t n_kv_head = 0, head_dim = 0, page_tokens = 0;
-  bool f32 = false;
-};
 
 // Stores every row's keys and values (n_kv_head * head_dim each) at its position, layer `layer`.
 cudaError_t KvWrite(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* k, const float* v,

@@ -17,16 +17,21 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/pdl.cuh"
 #include "backends/cuda/qblock.cuh"
+#include "backends/cuda/row_ops.cuh"
 
 namespace fak::cuda {
 namespace {
 
 constexpr int kWarps = 4;         // output rows per block of 128 threads
 constexpr int kGemmMinRows = 16;  // batches of this many rows or more go to the GEMM (same bits)
+static_assert(kWarps * 32 == kRowThreads, "a tail runs the row ops' thread layout");
+constexpr int kTailNormRegs = 12;   // a d_model of 1536 in registers; wider rows read the rest again
+constexpr int kTailSiluUnroll = 4;  // loads in flight per thread
 
 __device__ __forceinline__ float Half(uint16_t h) { return HalfBits(h); }
 
@@ -248,9 +253,51 @@ __device__ __forceinline__ void PrefetchRow(const DeviceMatrix& w, int64_t o, in
 // grid of nblk blocks per round, so the blocks working at any moment read neighbouring rows. More than
 // one round amortizes a warp's fixed cost (finding its matrix, the wait, the sum's tail and the store)
 // over several rows of a large matrix; a row's sum is the same whatever the round.
-template <class F, int R, int WPR>
-__global__ void __launch_bounds__(kWarps * 32)
-    MatVecKernel(MatVecJob job, const float* x, Q8Act xq, int64_t n, int rounds) {
+// The tail of a one-row product (MatVecTail), run by the grid's last block once every block's results
+// are visible: every thread fences its stores, one thread per block counts the block done, and the
+// block that counts last fences again, runs the tail (which reads the others' results from L2) and
+// sets the counter back to zero for the next launch.
+template <int kTail>
+__device__ __forceinline__ void RunTailIfLast(const MatVecTail& t) {
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(t.counter, 1u) == gridDim.x * gridDim.y - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  if constexpr (kTail == static_cast<int>(TailKind::kRmsNorm)) {
+    RmsNormRow<kTailNormRegs>(t.x, t.w, t.y, t.cols, t.eps, t.q, t.d, 0);
+  } else if constexpr (kTail == static_cast<int>(TailKind::kSiluMul)) {
+    SiluMulRange<kTailSiluUnroll>(t.y, t.u, 0, t.cols, t.q, t.d);
+  } else if constexpr (kTail == static_cast<int>(TailKind::kRopeKvWrite)) {
+    uint32_t pos = 0;
+    if (t.kv.f32) {
+      float* base = KvPageBase<float>(t.kv, t.b, 0, &pos);
+      RopeKvWriteRow<float>(0, t.rq, t.q_cols, t.k, t.v, t.head_dim, t.half, t.cos_sin, t.neox, t.kv, t.layer,
+                            base, pos);
+    } else {
+      __half* base = KvPageBase<__half>(t.kv, t.b, 0, &pos);
+      RopeKvWriteRow<__half>(0, t.rq, t.q_cols, t.k, t.v, t.head_dim, t.half, t.cos_sin, t.neox, t.kv,
+                             t.layer, base, pos);
+    }
+  }
+  if (threadIdx.x == 0) *t.counter = 0;
+}
+
+// The blocks per multiprocessor a kernel with a tail is compiled for: the registers of the same kernel
+// without one (ptxas: Q8_0 40, Q4_K 48, Q6_K 64 and the float formats up to 50 at one row), so a tail
+// never costs the product occupancy; what the tail needs beyond them spills, in the tail alone.
+template <class F>
+constexpr int kTailMinBlocks = 10;
+template <>
+constexpr int kTailMinBlocks<Q8_0> = 12;
+template <>
+constexpr int kTailMinBlocks<Q6_K> = 8;
+
+template <class F, int R, int WPR, int kTail>
+__device__ __forceinline__ void MatVecBody(const MatVecJob& job, const float* x, Q8Act xq, int64_t n,
+                                           int rounds) {
   constexpr int kRowsPerBlock = kWarps / WPR;
   __shared__ float part[kWarps][R];
   int k = 0;
@@ -311,6 +358,20 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
   }
+  if constexpr (kTail != 0) RunTailIfLast<kTail>(job.tail);
+}
+
+template <class F, int R, int WPR>
+__global__ void __launch_bounds__(kWarps * 32)
+    MatVecKernel(MatVecJob job, const float* x, Q8Act xq, int64_t n, int rounds) {
+  MatVecBody<F, R, WPR, 0>(job, x, xq, n, rounds);
+}
+
+// One activation row with a tail of kind kTail.
+template <class F, int WPR, int kTail>
+__global__ void __launch_bounds__(kWarps * 32, kTailMinBlocks<F>)
+    MatVecTailKernel(MatVecJob job, const float* x, Q8Act xq, int64_t n, int rounds) {
+  MatVecBody<F, 1, WPR, kTail>(job, x, xq, n, rounds);
 }
 
 // Rounds per block: 1, or for a job of many blocks (gate/up of the larger models, the output layer)
@@ -339,6 +400,17 @@ cudaError_t LaunchR(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, c
   const int rounds = RowRounds(blocks(kRowsPerBlock));
   const dim3 grid(static_cast<unsigned>(blocks(int64_t{kRowsPerBlock} * rounds)),
                   static_cast<unsigned>((n + R - 1) / R));
+  if constexpr (R == 1) {
+    switch (job.tail.kind) {
+      case TailKind::kNone: break;
+      case TailKind::kRmsNorm:
+        return Launch(MatVecTailKernel<F, WPR, 1>, grid, kWarps * 32, 0, s, job, x, xq, n, rounds);
+      case TailKind::kSiluMul:
+        return Launch(MatVecTailKernel<F, WPR, 2>, grid, kWarps * 32, 0, s, job, x, xq, n, rounds);
+      case TailKind::kRopeKvWrite:
+        return Launch(MatVecTailKernel<F, WPR, 3>, grid, kWarps * 32, 0, s, job, x, xq, n, rounds);
+    }
+  }
   return Launch(MatVecKernel<F, R, WPR>, grid, kWarps * 32, 0, s, job, x, xq, n, rounds);
 }
 
@@ -356,10 +428,47 @@ cudaError_t Launch(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, cu
   return LaunchW<F, 8>(job, x, xq, n, s);
 }
 
+// The tail of a product whose activations are more than one row, or whose kind runs apart: the op's
+// own kernel after the product (the same device functions as in the product's last block).
+cudaError_t LaunchTail(const MatVecTail& t, int64_t rows, cudaStream_t stream) {
+  switch (t.kind) {
+    case TailKind::kNone: return cudaSuccess;
+    case TailKind::kRmsNorm: return RmsNorm(t.x, t.w, t.y, rows, t.cols, t.eps, t.q, t.d, stream);
+    case TailKind::kSiluMul: return SiluMul(t.y, t.u, rows * t.cols, t.q, t.d, stream);
+    case TailKind::kRopeKvWrite:
+      return RopeKvWrite(t.rq, t.q_cols, t.k, t.v, rows, t.head_dim, t.half, t.cos_sin, t.neox, t.kv, t.b,
+                         t.layer, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
 }  // namespace
+
+// Off by default until measured on a GPU against the separate launches.
+bool TailInKernel(TailKind kind) {
+  // Bit i for kind i.
+  static const unsigned mask = [] {
+    const char* v = std::getenv("FAK_CUDA_TAILS");
+    if (v == nullptr || std::strcmp(v, "0") == 0) return 0u;
+    if (std::strcmp(v, "1") == 0) return ~0u;
+    unsigned m = 0;
+    if (std::strstr(v, "norm") != nullptr) m |= 1u << static_cast<int>(TailKind::kRmsNorm);
+    if (std::strstr(v, "silu") != nullptr) m |= 1u << static_cast<int>(TailKind::kSiluMul);
+    if (std::strstr(v, "rope") != nullptr) m |= 1u << static_cast<int>(TailKind::kRopeKvWrite);
+    return m;
+  }();
+  return kind != TailKind::kNone && (mask >> static_cast<int>(kind) & 1u) != 0;
+}
 
 cudaError_t MatVec(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, cudaStream_t stream) {
   if (n <= 0 || job.count <= 0) return cudaSuccess;
+  if (job.tail.kind != TailKind::kNone &&
+      (n != 1 || !TailInKernel(job.tail.kind) || job.tail.counter == nullptr)) {
+    MatVecJob plain = job;
+    plain.tail = MatVecTail{};
+    if (const cudaError_t e = MatVec(plain, x, xq, n, stream); e != cudaSuccess) return e;
+    return LaunchTail(job.tail, n, stream);
+  }
   if (job.w[0].format == MatFormat::kQ8_0 && n >= kSmallGemmMinRows && n <= kSmallGemmMaxRows) {
     return SmallQuantGemm(job, xq, n, stream);
   }

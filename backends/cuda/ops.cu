@@ -6,6 +6,7 @@
 
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/pdl.cuh"
+#include "backends/cuda/row_ops.cuh"
 
 namespace fak::cuda {
 namespace {
@@ -14,27 +15,6 @@ constexpr int kThreads = 256;
 
 unsigned Blocks(int64_t n, int per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }
 
-__device__ __forceinline__ float WarpMax(float v) {
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, m));
-  return v;
-}
-__device__ __forceinline__ float WarpSum(float v) {
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
-  return v;
-}
-
-// One warp quantizes the 32-element block holding `v` (this lane's element i): q = round(v / d) with
-// d = max|v| / 127.
-__device__ __forceinline__ void QuantizeLane(float v, int64_t i, int8_t* q, float* d) {
-  const float amax = WarpMax(fabsf(v));
-  const float dv = amax / 127.0f;
-  const float inv = dv > 0.0f ? 1.0f / dv : 0.0f;
-  q[i] = static_cast<int8_t>(__float2int_rn(v * inv));
-  if ((threadIdx.x & 31) == 0) d[i / 32] = dv;
-}
-
 __global__ void QuantizeKernel(const float* x, int64_t n, int8_t* q, float* d) {
   AfterPrevious();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -42,55 +22,16 @@ __global__ void QuantizeKernel(const float* x, int64_t n, int8_t* q, float* d) {
   QuantizeLane(x[i], i, q, d);
 }
 
-// One block per row, one warp per 32-element run (several runs per warp for long rows): the row is read
-// once into registers, its sum of squares reduced in a fixed order (per thread, then per warp, then
-// over warps in order), and written from the registers with its int8 shadow. The norm's weights are
-// read before the wait for the previous kernel (no kernel writes them).
-constexpr int kNormPerThread = 8;
-__global__ void RmsNormKernel(const float* x, const float* w, float* y, int64_t cols, float eps, int8_t* q,
-                              float* d) {
-  __shared__ float part[32];
+// One block of kRowThreads per row (RmsNormRow): rows of up to kNormRegs * kRowThreads elements are read
+// once into registers. The norm's weights are prefetched before the wait for the previous kernel (no
+// kernel writes them).
+constexpr int kNormRegs = 16;
+__global__ void __launch_bounds__(kRowThreads)
+    RmsNormKernel(const float* x, const float* w, float* y, int64_t cols, float eps, int8_t* q, float* d) {
   const int64_t row = blockIdx.x;
-  const float* xr = x + row * cols;
-  float* yr = y + row * cols;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  const int64_t runs = (cols + 31) / 32;
-  float v[kNormPerThread], wv[kNormPerThread];
-#pragma unroll
-  for (int k = 0; k < kNormPerThread; ++k) {
-    const int64_t i = (warp + static_cast<int64_t>(k) * warps) * 32 + lane;
-    wv[k] = i < cols ? w[i] : 0.0f;
-  }
+  for (int64_t i = threadIdx.x * 32; i < cols; i += kRowThreads * 32) PrefetchL1(w + i);
   AfterPrevious();
-  float ss = 0.0f;
-#pragma unroll
-  for (int k = 0; k < kNormPerThread; ++k) {
-    const int64_t i = (warp + static_cast<int64_t>(k) * warps) * 32 + lane;
-    v[k] = i < cols ? xr[i] : 0.0f;
-    ss = __fmaf_rn(v[k], v[k], ss);
-  }
-  for (int64_t b = warp + kNormPerThread * warps; b < runs; b += warps) {  // rows longer than the registers
-    const int64_t i = b * 32 + lane;
-    if (i < cols) ss = __fmaf_rn(xr[i], xr[i], ss);
-  }
-  ss = WarpSum(ss);
-  if (lane == 0) part[warp] = ss;
-  __syncthreads();
-  float total = 0.0f;
-  for (int k = 0; k < warps; ++k) total += part[k];
-  const float scale = rsqrtf(total / static_cast<float>(cols) + eps);
-  for (int64_t b = warp, k = 0; b < runs; b += warps, ++k) {
-    const int64_t i = b * 32 + lane;
-    float xv = 0.0f, wi = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kNormPerThread; ++j) {
-      if (j == k) xv = v[j], wi = wv[j];
-    }
-    if (k >= kNormPerThread && i < cols) xv = xr[i], wi = w[i];
-    const float o = i < cols ? xv * scale * wi : 0.0f;
-    if (i < cols) yr[i] = o;
-    if (q != nullptr) QuantizeLane(o, row * cols + i, q, d);
-  }
+  RmsNormRow<kNormRegs>(x + row * cols, w, y + row * cols, cols, eps, q, d, row * cols);
 }
 
 __global__ void AddRowKernel(float* x, const float* b, int64_t n, int64_t cols) {
@@ -109,8 +50,7 @@ __global__ void SiluMulKernel(float* g, const float* u, int64_t n, int8_t* q, fl
   AfterPrevious();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;  // with a shadow, n is a multiple of 32
-  const float a = g[i];
-  const float v = a / (1.0f + expf(-a)) * u[i];
+  const float v = SiluTimes(g[i], u[i]);
   g[i] = v;
   if (q != nullptr) QuantizeLane(v, i, q, d);
 }
@@ -128,8 +68,8 @@ __global__ void RopeKernel(float* x, int64_t cols, int64_t head_dim, int64_t hal
     const int64_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
     const float c = cs[i], s = cs[half + i];
     const float x0 = v[a], x1 = v[b];
-    v[a] = x0 * c - x1 * s;
-    v[b] = x1 * c + x0 * s;
+    v[a] = RotA(x0, x1, c, s);
+    v[b] = RotB(x0, x1, c, s);
   }
 }
 
@@ -165,59 +105,21 @@ __global__ void KvWriteKernel(DeviceKv kv, DeviceBatch b, int64_t layer, const f
   }
 }
 
-// Rope of q and k and the KV store of k and v in one launch (one block per row): each thread rotates
-// whole pairs, so no element is read after another thread wrote it. The same float operations as
-// RopeKernel followed by KvWriteKernel.
+// Rope of q and k and the KV store of k and v in one launch (one block per row, RopeKvWriteRow): the
+// same float operations as RopeKernel followed by KvWriteKernel.
 template <typename T>
 __global__ void RopeKvWriteKernel(float* q, int64_t q_cols, float* k, const float* v, int64_t head_dim,
                                   int64_t half, const float* cos_sin, bool neox, DeviceKv kv, DeviceBatch b,
                                   int64_t layer) {
   const int64_t row = blockIdx.x;
   const float* cs = cos_sin + row * 2 * half;
-  const int64_t nq = q != nullptr ? q_cols / head_dim : 0, width = kv.n_kv_head * head_dim;
   // Before the wait: where the row's keys and values go, from the batch arrays and the page table,
   // which the step uploads before its kernels and no kernel writes; and the row's cos and sin.
-  // Index arithmetic in 32 bits: a 64-bit division by a runtime value is a call of ~100 instructions.
-  const auto pos = static_cast<uint32_t>(b.positions[row]), pt = static_cast<uint32_t>(kv.page_tokens);
-  const int32_t page = b.pages[b.page_begin[b.row_seq[row]] + pos / pt];
-  T* base = static_cast<T*>(kv.page_ptr[page]);
+  uint32_t pos = 0;
+  T* base = KvPageBase<T>(kv, b, row, &pos);
   if (threadIdx.x < 2 * half) PrefetchL1(cs + threadIdx.x);
   AfterPrevious();
-  const auto uhalf = static_cast<uint32_t>(half), hd = static_cast<uint32_t>(head_dim);
-  for (uint32_t t = threadIdx.x; t < nq * uhalf; t += blockDim.x) {
-    const uint32_t h = t / uhalf, i = t % uhalf;
-    float* x = q + row * q_cols + h * head_dim;
-    const int64_t a = neox ? i : 2 * i, c = neox ? i + half : 2 * i + 1;
-    const float x0 = x[a], x1 = x[c];
-    x[a] = x0 * cs[i] - x1 * cs[half + i];
-    x[c] = x1 * cs[i] + x0 * cs[half + i];
-  }
-  const int64_t block = kv.page_tokens * head_dim, off = static_cast<int64_t>(pos % pt) * head_dim;
-  auto store = [&](int64_t which, int64_t h, int64_t i, float value) {
-    T* dst = base + ((layer * 2 + which) * kv.n_kv_head + h) * block + off + i;
-    if constexpr (sizeof(T) == 2) {
-      *dst = __float2half_rn(value);
-    } else {
-      *dst = value;
-    }
-  };
-  for (uint32_t t = threadIdx.x; t < kv.n_kv_head * uhalf; t += blockDim.x) {
-    const uint32_t h = t / uhalf, i = t % uhalf;
-    float* x = k + row * width + h * head_dim;
-    const int64_t a = neox ? i : 2 * i, c = neox ? i + half : 2 * i + 1;
-    const float x0 = x[a], x1 = x[c];
-    const float ya = x0 * cs[i] - x1 * cs[half + i], yc = x1 * cs[i] + x0 * cs[half + i];
-    x[a] = ya;
-    x[c] = yc;
-    store(0, h, a, ya);
-    store(0, h, c, yc);
-  }
-  const uint32_t rest = hd - 2 * uhalf;  // dims past the rotary part
-  for (uint32_t t = threadIdx.x; t < kv.n_kv_head * rest; t += blockDim.x) {
-    const uint32_t h = t / rest, i = 2 * uhalf + t % rest;
-    store(0, h, i, k[row * width + h * head_dim + i]);
-  }
-  for (uint32_t t = threadIdx.x; t < width; t += blockDim.x) store(1, t / hd, t % hd, v[row * width + t]);
+  RopeKvWriteRow<T>(row, q, q_cols, k, v, head_dim, half, cs, neox, kv, layer, base, pos);
 }
 
 // Block b reads the 16-byte chunks b * blockDim + t, then every gridDim * blockDim-th after (the first
@@ -264,11 +166,7 @@ cudaError_t Quantize(const float* x, int64_t n_elems, int8_t* q, float* d, cudaS
 cudaError_t RmsNorm(const float* x, const float* w, float* y, int64_t rows, int64_t cols, float eps,
                     int8_t* q, float* d, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
-  // A warp per 32-element run, two runs per warp where that fits (d_model 1536: 24 warps), at most
-  // 32 warps: a function of cols only.
-  const int64_t runs = (cols + 31) / 32;
-  const int warps = static_cast<int>(std::min<int64_t>(32, std::max<int64_t>(1, (runs + 1) / 2)));
-  return Launch(RmsNormKernel, static_cast<unsigned>(rows), warps * 32, 0, stream, x, w, y, cols, eps, q, d);
+  return Launch(RmsNormKernel, static_cast<unsigned>(rows), kRowThreads, 0, stream, x, w, y, cols, eps, q, d);
 }
 
 cudaError_t AddRow(float* x, const float* b, int64_t rows, int64_t cols, cudaStream_t stream) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 
 #include <fmt/format.h>
@@ -64,7 +65,7 @@ cudaError_t StepQueue::AddMatVec(const DeviceMatrix& w, const MatVecOut& out, co
     Op& last = ops_.back();
     MatVecJob& j = last.job;
     if (last.matvec && last.x == x && last.xq.q == xq.q && last.n == n && j.count < MatVecJob::kMax &&
-        j.w[0].format == w.format && j.w[0].cols == w.cols) {
+        j.tail.kind == TailKind::kNone && j.w[0].format == w.format && j.w[0].cols == w.cols) {
       j.w[j.count] = w;
       j.out[j.count] = out;
       ++j.count;
@@ -89,6 +90,7 @@ cudaError_t StepQueue::AddMatVec(const DeviceMatrix& w, const MatVecOut& out, co
 
 bool StepQueue::FuseBias(const float* x, int64_t rows, int64_t cols, const float* bias) {
   if (!in_step_ || ops_.empty() || !ops_.back().matvec || ops_.back().n != rows) return false;
+  if (ops_.back().job.tail.kind != TailKind::kNone) return false;  // the add would follow the tail
   MatVecJob& j = ops_.back().job;
   for (int k = 0; k < j.count; ++k) {
     MatVecOut& o = j.out[k];
@@ -104,6 +106,7 @@ bool StepQueue::FuseResidual(float* x, const float* y, int64_t rows, int64_t col
   if (!in_step_ || ops_.empty() || !ops_.back().matvec || ops_.back().n != rows) return false;
   Op& last = ops_.back();
   if (last.x == x) return false;  // the product reads x: it must not change under it
+  if (last.job.tail.kind != TailKind::kNone) return false;
   MatVecJob& j = last.job;
   for (int k = 0; k < j.count; ++k) {
     MatVecOut& o = j.out[k];
@@ -114,6 +117,46 @@ bool StepQueue::FuseResidual(float* x, const float* y, int64_t rows, int64_t col
     }
   }
   return false;
+}
+
+bool StepQueue::FuseTail(MatVecTail t, int64_t rows) {
+  if (!in_step_ || tail_counter_ == nullptr || ops_.empty() || !ops_.back().matvec || ops_.back().n != rows) {
+    return false;
+  }
+  Op& last = ops_.back();
+  MatVecJob& j = last.job;
+  if (j.tail.kind != TailKind::kNone) return false;
+  const auto wrote = [&](int k, const float* p, int64_t cols) {
+    return j.out[k].y == p && j.out[k].ldy == cols && j.w[k].rows == cols && j.out[k].residual == nullptr;
+  };
+  switch (t.kind) {
+    case TailKind::kNone: return false;
+    case TailKind::kRmsNorm:
+      if (j.count != 1 || j.out[0].residual != t.x || j.out[0].ldr != t.cols || j.w[0].rows != t.cols) {
+        return false;
+      }
+      break;
+    case TailKind::kSiluMul:
+      if (j.count != 2 || !wrote(0, t.y, t.cols) || !wrote(1, t.u, t.cols)) return false;
+      break;
+    case TailKind::kRopeKvWrite: {
+      const int64_t kv_cols = t.kv.n_kv_head * t.head_dim;
+      const int first = t.rq != nullptr ? 1 : 0;
+      if (j.count != first + 2 || (t.rq != nullptr && !wrote(0, t.rq, t.q_cols)) ||
+          !wrote(first, t.k, kv_cols) || !wrote(first + 1, t.v, kv_cols)) {
+        return false;
+      }
+      break;
+    }
+  }
+  // The product must not read what the tail writes.
+  const void* writes[] = {t.y, t.rq, t.k};
+  for (const void* p : writes) {
+    if (p != nullptr && p == last.x) return false;
+  }
+  t.counter = tail_counter_;
+  j.tail = t;
+  return true;
 }
 
 std::vector<uint64_t> StepQueue::StepKey() const {
@@ -136,6 +179,39 @@ std::vector<uint64_t> StepQueue::StepKey() const {
                   static_cast<uint64_t>(w.cols), U(w.q), U(w.d), U(o.y), static_cast<uint64_t>(o.ldy),
                   U(o.bias), U(o.residual), static_cast<uint64_t>(o.ldr)});
     }
+    const MatVecTail& t = op.job.tail;
+    if (t.kind != TailKind::kNone) {
+      uint32_t eps_bits = 0;
+      std::memcpy(&eps_bits, &t.eps, 4);
+      key.insert(key.end(), {static_cast<uint64_t>(t.kind),
+                             U(t.counter),
+                             U(t.x),
+                             U(t.w),
+                             U(t.y),
+                             U(t.u),
+                             static_cast<uint64_t>(t.cols),
+                             eps_bits,
+                             U(t.q),
+                             U(t.d),
+                             U(t.rq),
+                             static_cast<uint64_t>(t.q_cols),
+                             U(t.k),
+                             U(t.v),
+                             static_cast<uint64_t>(t.head_dim),
+                             static_cast<uint64_t>(t.half),
+                             static_cast<uint64_t>(t.layer),
+                             U(t.cos_sin),
+                             t.neox,
+                             U(t.kv.page_ptr),
+                             static_cast<uint64_t>(t.kv.n_kv_head),
+                             static_cast<uint64_t>(t.kv.head_dim),
+                             static_cast<uint64_t>(t.kv.page_tokens),
+                             t.kv.f32,
+                             U(t.b.positions),
+                             U(t.b.row_seq),
+                             U(t.b.page_begin),
+                             U(t.b.pages)});
+    }
   }
   return key;
 }
@@ -144,7 +220,8 @@ std::string StepQueue::OpLabel(const Op& op) {
   if (!op.matvec) return op.what;
   int64_t rows = 0;
   for (int k = 0; k < op.job.count; ++k) rows += op.job.w[k].rows;
-  return fmt::format("MatMul {}x{}", rows, op.job.w[0].cols);
+  static constexpr const char* kTails[] = {"", " + RmsNorm", " + SiluMul", " + RopeKvWrite"};
+  return fmt::format("MatMul {}x{}{}", rows, op.job.w[0].cols, kTails[static_cast<int>(op.job.tail.kind)]);
 }
 
 Status StepQueue::LaunchAll() {

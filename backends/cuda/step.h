@@ -46,6 +46,13 @@ class StepQueue {
   // tensor; false when it could not be (the caller queues the add itself).
   bool FuseBias(const float* x, int64_t rows, int64_t cols, const float* bias);
   bool FuseResidual(float* x, const float* y, int64_t rows, int64_t cols);
+  // The row op `t` joins the previous product as its tail (MatVecTail) when that product wrote exactly
+  // what the op reads: for kRmsNorm the residual t.x (rows, t.cols) of a single matrix, for kSiluMul
+  // t.y and t.u as its two outputs, for kRopeKvWrite t.rq, t.k and t.v as its three outputs (t.k and
+  // t.v its two when t.rq is null); false when it does not (the caller queues the op itself).
+  bool FuseTail(MatVecTail t, int64_t rows);
+  // The counter the tails count their blocks on: 4 bytes of device memory, zero (null: no tails).
+  void SetTailCounter(unsigned* counter) { tail_counter_ = counter; }
 
   // Launches the step's ops after `before` (the batch upload), then ends the step.
   Status End(const std::function<cudaError_t()>& before);
@@ -91,6 +98,7 @@ class StepQueue {
   cudaStream_t stream_;
   float* split_ = nullptr;
   int64_t split_floats_ = 0;
+  unsigned* tail_counter_ = nullptr;
   bool in_step_ = false, graph_ = false;
   std::vector<uint64_t> shape_;
   std::vector<Op> ops_;

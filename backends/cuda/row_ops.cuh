@@ -1,0 +1,183 @@
+// Row-wise device functions shared by the standalone kernels of ops.cu and the tails of the
+// matrix-vector kernel (matvec.cu), which run the op after a one-row product in the product's last
+// block instead of as a launch of its own. Both call the same function with the same thread layout, so
+// a row's result is the same bits either way. Inputs another block of the same grid may have just
+// written are read with ld.global.cg (L2, never a stale L1 line); across kernels that costs nothing.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "backends/cuda/kernels.h"
+
+namespace fak::cuda {
+
+// Threads of every row op: the matrix-vector kernel's block, and the block of the standalone kernels.
+constexpr int kRowThreads = 128;
+
+__device__ __forceinline__ float WarpMax(float v) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, m));
+  return v;
+}
+__device__ __forceinline__ float WarpSum(float v) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
+
+// One warp quantizes the 32-element block holding `v` (this lane's element i): q = round(v / d) with
+// d = max|v| / 127.
+__device__ __forceinline__ void QuantizeLane(float v, int64_t i, int8_t* q, float* d) {
+  const float amax = WarpMax(fabsf(v));
+  const float dv = amax / 127.0f;
+  const float inv = dv > 0.0f ? 1.0f / dv : 0.0f;
+  q[i] = static_cast<int8_t>(__float2int_rn(v * inv));
+  if ((threadIdx.x & 31) == 0) d[i / 32] = dv;
+}
+
+// y = x / rms(x) * w for one row of `cols`, by a block of kRowThreads threads, with y's int8 shadow at
+// q + q_at, d + q_at / 32 when q is not null. Warp w takes the 32-element runs w, w + 4, w + 8, ...
+// (the first kRegs of them held in registers, the rest read again), each thread sums its squares in
+// run order, then the warps' sums by a butterfly and the four warps in order: an order fixed by cols.
+template <int kRegs>
+__device__ __forceinline__ void RmsNormRow(const float* xr, const float* w, float* yr, int64_t cols, float eps,
+                                           int8_t* q, float* d, int64_t q_at) {
+  constexpr int kWarps = kRowThreads / 32;
+  __shared__ float part[kWarps];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t runs = (cols + 31) / 32;
+  float v[kRegs];
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kRegs; ++k) {
+    const int64_t i = (warp + static_cast<int64_t>(k) * kWarps) * 32 + lane;
+    v[k] = i < cols ? __ldcg(xr + i) : 0.0f;
+  }
+#pragma unroll
+  for (int k = 0; k < kRegs; ++k) ss = __fmaf_rn(v[k], v[k], ss);
+  for (int64_t b = warp + kRegs * kWarps; b < runs; b += kWarps) {
+    const int64_t i = b * 32 + lane;
+    const float x = i < cols ? __ldcg(xr + i) : 0.0f;
+    ss = __fmaf_rn(x, x, ss);
+  }
+  ss = WarpSum(ss);
+  if (lane == 0) part[warp] = ss;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kWarps; ++k) total += part[k];
+  const float scale = rsqrtf(total / static_cast<float>(cols) + eps);
+  for (int64_t b = warp, k = 0; b < runs; b += kWarps, ++k) {
+    const int64_t i = b * 32 + lane;
+    float xv = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kRegs; ++j) {
+      if (j == k) xv = v[j];
+    }
+    if (k >= kRegs && i < cols) xv = __ldcg(xr + i);
+    const float o = i < cols ? __fmul_rn(__fmul_rn(xv, scale), w[i]) : 0.0f;
+    if (i < cols) yr[i] = o;
+    if (q != nullptr) QuantizeLane(o, q_at + i, q, d);
+  }
+}
+
+// silu(g) * u.
+__device__ __forceinline__ float SiluTimes(float g, float u) {
+  return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
+}
+
+// g[i] = silu(g[i]) * u[i] for i in [begin, end) taken kRowThreads at a time by this block (each warp
+// 32 consecutive elements), with g's int8 shadow when q is not null (begin and end multiples of 32).
+// Loads of kUnroll steps go out together.
+template <int kUnroll>
+__device__ __forceinline__ void SiluMulRange(float* g, const float* u, int64_t begin, int64_t end, int8_t* q,
+                                             float* d) {
+  for (int64_t i0 = begin + threadIdx.x; i0 < end; i0 += kUnroll * kRowThreads) {
+    float gv[kUnroll], uv[kUnroll];
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j) {
+      const int64_t i = i0 + j * kRowThreads;
+      gv[j] = i < end ? __ldcg(g + i) : 0.0f;
+      uv[j] = i < end ? __ldcg(u + i) : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j) {
+      const int64_t i = i0 + j * kRowThreads;
+      if (i >= end) break;  // whole warps leave together when q is not null (end a multiple of 32)
+      const float v = SiluTimes(gv[j], uv[j]);
+      g[i] = v;
+      if (q != nullptr) QuantizeLane(v, i, q, d);
+    }
+  }
+}
+
+// The rotation of the pair (x0, x1) by the angle whose cos and sin are c and s, rounded step by step
+// (no contraction into fused multiply-adds, which the compiler may choose differently per kernel).
+__device__ __forceinline__ float RotA(float x0, float x1, float c, float s) {
+  return __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+}
+__device__ __forceinline__ float RotB(float x0, float x1, float c, float s) {
+  return __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+}
+
+// Where row `row`'s keys and values go in the KV store: the start of its page.
+template <typename T>
+__device__ __forceinline__ T* KvPageBase(const DeviceKv& kv, const DeviceBatch& b, int64_t row, uint32_t* pos) {
+  *pos = static_cast<uint32_t>(b.positions[row]);
+  const auto pt = static_cast<uint32_t>(kv.page_tokens);
+  const int32_t page = b.pages[b.page_begin[b.row_seq[row]] + *pos / pt];
+  return static_cast<T*>(kv.page_ptr[page]);
+}
+
+// Rope of row `row` of q (q_cols wide; null: none) and of k, then the KV store of k and v at the row's
+// position (base and pos from KvPageBase), by one block. Each thread rotates whole pairs, so no element
+// is read after another thread wrote it. Index arithmetic in 32 bits (a 64-bit division by a runtime
+// value is a call of ~100 instructions).
+template <typename T>
+__device__ __forceinline__ void RopeKvWriteRow(int64_t row, float* q, int64_t q_cols, float* k, const float* v,
+                                               int64_t head_dim, int64_t half, const float* cs, bool neox,
+                                               const DeviceKv& kv, int64_t layer, T* base, uint32_t pos) {
+  const int64_t nq = q != nullptr ? q_cols / head_dim : 0, width = kv.n_kv_head * head_dim;
+  const auto uhalf = static_cast<uint32_t>(half), hd = static_cast<uint32_t>(head_dim);
+  const auto pt = static_cast<uint32_t>(kv.page_tokens);
+  for (uint32_t t = threadIdx.x; t < nq * uhalf; t += blockDim.x) {
+    const uint32_t h = t / uhalf, i = t % uhalf;
+    float* x = q + row * q_cols + h * head_dim;
+    const int64_t a = neox ? i : 2 * i, c = neox ? i + half : 2 * i + 1;
+    const float x0 = __ldcg(x + a), x1 = __ldcg(x + c), cv = cs[i], sv = cs[half + i];
+    x[a] = RotA(x0, x1, cv, sv);
+    x[c] = RotB(x0, x1, cv, sv);
+  }
+  const int64_t block = kv.page_tokens * head_dim, off = static_cast<int64_t>(pos % pt) * head_dim;
+  auto store = [&](int64_t which, int64_t h, int64_t i, float value) {
+    T* dst = base + ((layer * 2 + which) * kv.n_kv_head + h) * block + off + i;
+    if constexpr (sizeof(T) == 2) {
+      *dst = __float2half_rn(value);
+    } else {
+      *dst = value;
+    }
+  };
+  for (uint32_t t = threadIdx.x; t < kv.n_kv_head * uhalf; t += blockDim.x) {
+    const uint32_t h = t / uhalf, i = t % uhalf;
+    float* x = k + row * width + h * head_dim;
+    const int64_t a = neox ? i : 2 * i, c = neox ? i + half : 2 * i + 1;
+    const float x0 = __ldcg(x + a), x1 = __ldcg(x + c), cv = cs[i], sv = cs[half + i];
+    const float ya = RotA(x0, x1, cv, sv), yc = RotB(x0, x1, cv, sv);
+    x[a] = ya;
+    x[c] = yc;
+    store(0, h, a, ya);
+    store(0, h, c, yc);
+  }
+  const uint32_t rest = hd - 2 * uhalf;  // dims past the rotary part
+  for (uint32_t t = threadIdx.x; t < kv.n_kv_head * rest; t += blockDim.x) {
+    const uint32_t h = t / rest, i = 2 * uhalf + t % rest;
+    store(0, h, i, __ldcg(k + row * width + h * head_dim + i));
+  }
+  for (uint32_t t = threadIdx.x; t < width; t += blockDim.x) {
+    store(1, t / hd, t % hd, __ldcg(v + row * width + t));
+  }
+}
+
+}  // namespace fak::cuda
