@@ -233,7 +233,7 @@ class CudaBackend final : public Backend {
   // Caller memory registered with the driver (PinHost): [begin, end) ranges that downloads go to directly.
   std::vector<std::pair<uintptr_t, uintptr_t>> pinned_;
   std::vector<PendingCheck> checks_;
-  unsigned* tail_counter_ = nullptr;  // MatVecTail::counter of every product with a tail
+  unsigned* tail_counter_ = nullptr;  // MatVecTail::counter of every product with a tail (InitTails)
   uint32_t* check_flags_ = nullptr;   // kMaxChecks * kFiniteFlags, one run per CheckFinite of a step
   // Threads that copy large downloads from the pinned area to their callers (a batched step's logits).
   std::unique_ptr<ThreadPool> copy_pool_;

@@ -504,10 +504,12 @@ Result<std::unique_ptr<Backend>> CreateCudaBackend(const CudaBackendOptions& opt
 }
 
 Status CudaBackend::InitTails() {
-  FAK_ASSIGN_OR_RETURN(void* p, DeviceAlloc(sizeof(unsigned), "the tail counter"));
+  constexpr int64_t kCounters = 4096;  // SiLU groups of an FFN up to 131,072 wide; q and k heads
+  constexpr size_t kBytes = kCounters * sizeof(unsigned);
+  FAK_ASSIGN_OR_RETURN(void* p, DeviceAlloc(kBytes, "the tail counters"));
   tail_counter_ = static_cast<unsigned*>(p);
-  FAK_RETURN_IF_ERROR(CudaStatus(cudaMemset(tail_counter_, 0, sizeof(unsigned)), "zeroing the tail counter"));
-  q_.SetTailCounter(tail_counter_);
+  FAK_RETURN_IF_ERROR(CudaStatus(cudaMemset(tail_counter_, 0, kBytes), "zeroing the tail counters"));
+  q_.SetTailCounters(tail_counter_, kCounters);
   return Status::Ok();
 }
 

@@ -79,10 +79,12 @@ struct DeviceKv {
   bool f32 = false;
 };
 
-// The row op that follows a product (matvec.cu): with one activation row, the product's
-// last block runs it after the other blocks' results are in (they count themselves done on `counter`,
-// zero between launches), so it costs no launch of its own; with more rows, MatVec launches the op's
-// own kernel after the product. Both run the same device functions (row_ops.cuh): the same bits.
+// The row op that follows a product (matvec.cu). With one activation row it runs inside the product's
+// kernel: the RMS norm (which needs the whole row) in the grid's last block, the SiLU per 32 output
+// elements and the rope per head in the block that completes that group, the values' KV store as
+// their rows are computed; the blocks count themselves done on `counter` (zero between launches).
+// With more rows, MatVec launches the op's own kernel after the product. Both run the same device
+// functions (row_ops.cuh): the same bits.
 enum class TailKind : int { kNone = 0, kRmsNorm = 1, kSiluMul = 2, kRopeKvWrite = 3 };
 struct MatVecTail {
   TailKind kind = TailKind::kNone;

@@ -30,8 +30,7 @@ namespace {
 constexpr int kWarps = 4;         // output rows per block of 128 threads
 constexpr int kGemmMinRows = 16;  // batches of this many rows or more go to the GEMM (same bits)
 static_assert(kWarps * 32 == kRowThreads, "a tail runs the row ops' thread layout");
-constexpr int kTailNormRegs = 12;   // a d_model of 1536 in registers; wider rows read the rest again
-constexpr int kTailSiluUnroll = 4;  // loads in flight per thread
+constexpr int kTailNormRegs = 12;  // a d_model of 1536 in registers; wider rows read the rest again
 
 __device__ __forceinline__ float Half(uint16_t h) { return HalfBits(h); }
 
@@ -253,12 +252,11 @@ __device__ __forceinline__ void PrefetchRow(const DeviceMatrix& w, int64_t o, in
 // grid of nblk blocks per round, so the blocks working at any moment read neighbouring rows. More than
 // one round amortizes a warp's fixed cost (finding its matrix, the wait, the sum's tail and the store)
 // over several rows of a large matrix; a row's sum is the same whatever the round.
-// The tail of a one-row product (MatVecTail), run by the grid's last block once every block's results
-// are visible: every thread fences its stores, one thread per block counts the block done, and the
-// block that counts last fences again, runs the tail (which reads the others' results from L2) and
-// sets the counter back to zero for the next launch.
-template <int kTail>
-__device__ __forceinline__ void RunTailIfLast(const MatVecTail& t) {
+// The RMS norm tail of a one-row product, run by the grid's last block once every block's results are
+// visible: every thread fences its stores, one thread per block counts the block done, and the block
+// that counts last fences again, runs the norm (reading the others' results from L2) and sets the
+// counter back to zero for the next launch.
+__device__ __forceinline__ void NormTailIfLast(const MatVecTail& t) {
   __shared__ bool last;
   __threadfence();
   __syncthreads();
@@ -266,34 +264,111 @@ __device__ __forceinline__ void RunTailIfLast(const MatVecTail& t) {
   __syncthreads();
   if (!last) return;
   __threadfence();
-  if constexpr (kTail == static_cast<int>(TailKind::kRmsNorm)) {
-    RmsNormRow<kTailNormRegs>(t.x, t.w, t.y, t.cols, t.eps, t.q, t.d, 0);
-  } else if constexpr (kTail == static_cast<int>(TailKind::kSiluMul)) {
-    SiluMulRange<kTailSiluUnroll>(t.y, t.u, 0, t.cols, t.q, t.d);
-  } else if constexpr (kTail == static_cast<int>(TailKind::kRopeKvWrite)) {
-    uint32_t pos = 0;
-    if (t.kv.f32) {
-      float* base = KvPageBase<float>(t.kv, t.b, 0, &pos);
-      RopeKvWriteRow<float>(0, t.rq, t.q_cols, t.k, t.v, t.head_dim, t.half, t.cos_sin, t.neox, t.kv, t.layer,
-                            base, pos);
-    } else {
-      __half* base = KvPageBase<__half>(t.kv, t.b, 0, &pos);
-      RopeKvWriteRow<__half>(0, t.rq, t.q_cols, t.k, t.v, t.head_dim, t.half, t.cos_sin, t.neox, t.kv,
-                             t.layer, base, pos);
-    }
-  }
+  RmsNormRow<kTailNormRegs>(t.x, t.w, t.y, t.cols, t.eps, t.q, t.d, 0);
   if (threadIdx.x == 0) *t.counter = 0;
 }
 
-// The blocks per multiprocessor a kernel with a tail is compiled for: the registers of the same kernel
-// without one (ptxas: Q8_0 40, Q4_K 48, Q6_K 64 and the float formats up to 50 at one row), so a tail
-// never costs the product occupancy; what the tail needs beyond them spills, in the tail alone.
+// The SiLU and rope tails need only a group of rows, not the whole product: 32 consecutive elements
+// of the gate/up output (one block of its int8 shadow), or one head of q or k. Each block, after a
+// round's rows are stored, adds their count to its group's counter (t.counter[group]); the block that
+// completes the group (`target` rows) runs the op on that group alone and zeroes the counter. No block
+// waits for another, and the op's elements are computed by the same device functions as its kernel.
+__device__ __forceinline__ bool CompletesGroup(const MatVecTail& t, int64_t group, unsigned rows,
+                                               unsigned target) {
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(t.counter + group, rows) + rows == target;
+  __syncthreads();
+  if (last) __threadfence();
+  return last;
+}
+
+// silu(g) * u of group j (elements 32j ..) by warp 0, as SiluMulKernel computes each element.
+__device__ __forceinline__ void SiluGroup(const MatVecTail& t, int64_t j) {
+  if (threadIdx.x < 32) {
+    const int64_t i = j * 32 + threadIdx.x;
+    if (i < t.cols) {
+      const float v = SiluTimes(__ldcg(t.y + i), __ldcg(t.u + i));
+      t.y[i] = v;
+      if (t.q != nullptr) QuantizeLane(v, i, t.q, t.d);  // cols is a multiple of 32 with a shadow
+    }
+  }
+  if (threadIdx.x == 0) t.counter[j] = 0;
+}
+
+// Element i (of head h) of the one row's keys (which 0) or values (1) into the KV store, whose page
+// starts at `base` (KvPageBase, found before the wait for the previous kernel).
+__device__ __forceinline__ void KvStore(const MatVecTail& t, void* base, uint32_t pos, int which, int64_t h,
+                                        int64_t i, float value) {
+  const int64_t at = ((t.layer * 2 + which) * t.kv.n_kv_head + h) * t.kv.page_tokens * t.head_dim +
+                     static_cast<int64_t>(pos % static_cast<uint32_t>(t.kv.page_tokens)) * t.head_dim + i;
+  if (t.kv.f32) {
+    static_cast<float*>(base)[at] = value;
+  } else {
+    static_cast<__half*>(base)[at] = __float2half_rn(value);
+  }
+}
+
+// Rope of head h of x (a q head, or with `key` a k head whose rotated values and the dims past the
+// rotary part also go to the KV store), as RopeKvWriteRow computes each pair.
+__device__ __forceinline__ void RopeHead(const MatVecTail& t, float* x, int64_t h, bool key, int64_t group,
+                                         void* base, uint32_t pos) {
+  const int64_t half = t.half, hd = t.head_dim;
+  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+    const int64_t a = t.neox ? i : 2 * i, c = t.neox ? i + half : 2 * i + 1;
+    const float x0 = __ldcg(x + a), x1 = __ldcg(x + c), cv = t.cos_sin[i], sv = t.cos_sin[half + i];
+    const float ya = RotA(x0, x1, cv, sv), yc = RotB(x0, x1, cv, sv);
+    x[a] = ya;
+    x[c] = yc;
+    if (key) {
+      KvStore(t, base, pos, 0, h, a, ya);
+      KvStore(t, base, pos, 0, h, c, yc);
+    }
+  }
+  if (key) {
+    for (int64_t i = 2 * half + threadIdx.x; i < hd; i += blockDim.x)
+      KvStore(t, base, pos, 0, h, i, __ldcg(x + i));
+  }
+  if (threadIdx.x == 0) t.counter[group] = 0;
+}
+
+// After a round of matrix k of the job stored rows [row0, row0 + rows): the group arrivals of the SiLU
+// and rope tails.
+template <int kTail>
+__device__ __forceinline__ void GroupTail(const MatVecJob& job, int k, int64_t row0, unsigned rows,
+                                          void* kv_base, uint32_t kv_pos) {
+  const MatVecTail& t = job.tail;
+  if constexpr (kTail == static_cast<int>(TailKind::kSiluMul)) {
+    const int64_t j = row0 / 32;
+    const auto target = static_cast<unsigned>(2 * (t.cols - j * 32 < 32 ? t.cols - j * 32 : 32));
+    if (CompletesGroup(t, j, rows, target)) SiluGroup(t, j);
+  } else if constexpr (kTail == static_cast<int>(TailKind::kRopeKvWrite)) {
+    const int first_key = t.rq != nullptr ? 1 : 0;
+    if (k > first_key) return;  // values: stored as their rows are computed
+    const int64_t h = row0 / t.head_dim, nq = t.rq != nullptr ? t.q_cols / t.head_dim : 0;
+    const int64_t group = k == first_key ? nq + h : h;
+    if (!CompletesGroup(t, group, rows, static_cast<unsigned>(t.head_dim))) return;
+    const bool key = k == first_key;
+    RopeHead(t, (key ? t.k : t.rq) + h * t.head_dim, h, key, group, kv_base, kv_pos);
+  }
+}
+
+// The blocks per multiprocessor a kernel with a tail is compiled for. The SiLU's products (gate and up)
+// have more blocks than the GPU holds at once, so their kernel keeps the registers of the kernel without
+// a tail (ptxas: Q8_0 40, Q4_K 48, Q6_K 64, the float formats up to 48) and spills what the tail needs
+// beyond them; the norm's and the rope's products (o, down; q, k, v) have a few blocks per
+// multiprocessor, so theirs may take more registers.
 template <class F>
 constexpr int kTailMinBlocks = 10;
 template <>
 constexpr int kTailMinBlocks<Q8_0> = 12;
 template <>
 constexpr int kTailMinBlocks<Q6_K> = 8;
+template <class F, int kTail>
+constexpr int TailMinBlocks() {
+  return kTail == static_cast<int>(TailKind::kSiluMul) ? kTailMinBlocks<F> : 6;
+}
 
 template <class F, int R, int WPR, int kTail>
 __device__ __forceinline__ void MatVecBody(const MatVecJob& job, const float* x, Q8Act xq, int64_t n,
@@ -316,6 +391,13 @@ __device__ __forceinline__ void MatVecBody(const MatVecJob& job, const float* x,
     for (int i = 0; i < rounds; ++i) {
       if (row_of(i) < w.rows) PrefetchRow<F>(w, row_of(i), piece, WPR, lane);
     }
+  }
+  // The rope tail's KV page, from the batch arrays the step uploads before its kernels (no kernel
+  // writes them), before the wait.
+  void* kv_base = nullptr;
+  uint32_t kv_pos = 0;
+  if constexpr (kTail == static_cast<int>(TailKind::kRopeKvWrite)) {
+    kv_base = KvPageBase<uint8_t>(job.tail.kv, job.tail.b, 0, &kv_pos);
   }
   AfterPrevious();
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * R;
@@ -356,9 +438,25 @@ __device__ __forceinline__ void MatVecBody(const MatVecJob& job, const float* x,
         if (r >= nr) break;
         StoreResult(out, r0 + r, o, acc[r]);
       }
+      if constexpr (kTail == static_cast<int>(TailKind::kRopeKvWrite)) {
+        // A value row goes to the KV store as it is computed (StoreResult's value, bias and all).
+        if (k == job.count - 1) {
+          const float v = out.bias != nullptr ? acc[0] + out.bias[o] : acc[0];
+          KvStore(job.tail, kv_base, kv_pos, 1, o / job.tail.head_dim, o % job.tail.head_dim, v);
+        }
+      }
+    }
+    if constexpr (kTail == static_cast<int>(TailKind::kSiluMul) ||
+                  kTail == static_cast<int>(TailKind::kRopeKvWrite)) {
+      const int64_t row0 = (lb + i * blocks) * kRowsPerBlock;
+      if (row0 < w.rows) {
+        GroupTail<kTail>(job, k, row0,
+                         static_cast<unsigned>(w.rows - row0 < kRowsPerBlock ? w.rows - row0 : kRowsPerBlock),
+                         kv_base, kv_pos);
+      }
     }
   }
-  if constexpr (kTail != 0) RunTailIfLast<kTail>(job.tail);
+  if constexpr (kTail == static_cast<int>(TailKind::kRmsNorm)) NormTailIfLast(job.tail);
 }
 
 template <class F, int R, int WPR>
@@ -369,7 +467,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 // One activation row with a tail of kind kTail.
 template <class F, int WPR, int kTail>
-__global__ void __launch_bounds__(kWarps * 32, kTailMinBlocks<F>)
+__global__ void __launch_bounds__(kWarps * 32, (TailMinBlocks<F, kTail>()))
     MatVecTailKernel(MatVecJob job, const float* x, Q8Act xq, int64_t n, int rounds) {
   MatVecBody<F, 1, WPR, kTail>(job, x, xq, n, rounds);
 }

@@ -88,31 +88,6 @@ __device__ __forceinline__ float SiluTimes(float g, float u) {
   return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
 }
 
-// g[i] = silu(g[i]) * u[i] for i in [begin, end) taken kRowThreads at a time by this block (each warp
-// 32 consecutive elements), with g's int8 shadow when q is not null (begin and end multiples of 32).
-// Loads of kUnroll steps go out together.
-template <int kUnroll>
-__device__ __forceinline__ void SiluMulRange(float* g, const float* u, int64_t begin, int64_t end, int8_t* q,
-                                             float* d) {
-  for (int64_t i0 = begin + threadIdx.x; i0 < end; i0 += kUnroll * kRowThreads) {
-    float gv[kUnroll], uv[kUnroll];
-#pragma unroll
-    for (int j = 0; j < kUnroll; ++j) {
-      const int64_t i = i0 + j * kRowThreads;
-      gv[j] = i < end ? __ldcg(g + i) : 0.0f;
-      uv[j] = i < end ? __ldcg(u + i) : 0.0f;
-    }
-#pragma unroll
-    for (int j = 0; j < kUnroll; ++j) {
-      const int64_t i = i0 + j * kRowThreads;
-      if (i >= end) break;  // whole warps leave together when q is not null (end a multiple of 32)
-      const float v = SiluTimes(gv[j], uv[j]);
-      g[i] = v;
-      if (q != nullptr) QuantizeLane(v, i, q, d);
-    }
-  }
-}
-
 // The rotation of the pair (x0, x1) by the angle whose cos and sin are c and s, rounded step by step
 // (no contraction into fused multiply-adds, which the compiler may choose differently per kernel).
 __device__ __forceinline__ float RotA(float x0, float x1, float c, float s) {

@@ -138,12 +138,18 @@ bool StepQueue::FuseTail(MatVecTail t, int64_t rows) {
       break;
     case TailKind::kSiluMul:
       if (j.count != 2 || !wrote(0, t.y, t.cols) || !wrote(1, t.u, t.cols)) return false;
+      if ((t.cols + 31) / 32 > tail_counters_) return false;
       break;
     case TailKind::kRopeKvWrite: {
       const int64_t kv_cols = t.kv.n_kv_head * t.head_dim;
       const int first = t.rq != nullptr ? 1 : 0;
       if (j.count != first + 2 || (t.rq != nullptr && !wrote(0, t.rq, t.q_cols)) ||
           !wrote(first, t.k, kv_cols) || !wrote(first + 1, t.v, kv_cols)) {
+        return false;
+      }
+      // A round of a block's rows (4, or 1 for long rows) stays inside one head.
+      if (t.head_dim % 4 != 0 || t.q_cols % t.head_dim != 0 ||
+          t.q_cols / t.head_dim + t.kv.n_kv_head > tail_counters_) {
         return false;
       }
       break;

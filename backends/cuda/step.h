@@ -51,8 +51,12 @@ class StepQueue {
   // t.y and t.u as its two outputs, for kRopeKvWrite t.rq, t.k and t.v as its three outputs (t.k and
   // t.v its two when t.rq is null); false when it does not (the caller queues the op itself).
   bool FuseTail(MatVecTail t, int64_t rows);
-  // The counter the tails count their blocks on: 4 bytes of device memory, zero (null: no tails).
-  void SetTailCounter(unsigned* counter) { tail_counter_ = counter; }
+  // The counters the tails count their blocks on: `count` of them in device memory, zero (null: no
+  // tails). The RMS norm uses the first; the SiLU one per 32 elements, the rope one per q and k head.
+  void SetTailCounters(unsigned* counters, int64_t count) {
+    tail_counter_ = counters;
+    tail_counters_ = count;
+  }
 
   // Launches the step's ops after `before` (the batch upload), then ends the step.
   Status End(const std::function<cudaError_t()>& before);
@@ -99,6 +103,7 @@ class StepQueue {
   float* split_ = nullptr;
   int64_t split_floats_ = 0;
   unsigned* tail_counter_ = nullptr;
+  int64_t tail_counters_ = 0;
   bool in_step_ = false, graph_ = false;
   std::vector<uint64_t> shape_;
   std::vector<Op> ops_;
