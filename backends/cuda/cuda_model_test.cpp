@@ -82,80 +82,86 @@ TEST(CudaModel, HfFixturesMatchTransformersAndTheCpuPath) {
 // the same sequence decoded inside a batch of 8 with other prompts, prefilled in other chunkings.
 TEST(CudaModel, DecodeIsBitIdenticalAloneAndInABatchOfEight) {
   SKIP_WITHOUT_GPU();
-  // llama.cpp's Q4_K_M mix (q4_k and q6_k matrices) as it is, and requantized to q8_0 at load.
-  for (WeightQuant quant : {WeightQuant::kKeep, WeightQuant::kQ8_0}) {
-    SCOPED_TRACE(WeightQuantName(quant));
-    auto m = LoadFor("../shared/fixtures/llamacpp-tiny/tiny-llama-q4_k_m.gguf", quant, true);
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    auto rt = Runtime::Create(
-        **m, RuntimeOptions{.max_context = 128, .max_sequences = 8, .backend = {.name = "cuda"}});
-    ASSERT_TRUE(rt.ok()) << rt.status().ToString();
-    const int64_t vocab = (*m)->config.vocab_size;
-    std::mt19937 rng(42);
-    std::vector<std::vector<int32_t>> prompts(8);
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      prompts[i].resize(5 + 3 * i);
-      for (auto& t : prompts[i]) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
-    }
-    const int steps = 12;
-    // Alone: prefill in one pass, then greedy decode; every step's logits kept.
-    std::vector<float> alone;
-    std::vector<int32_t> alone_tokens;
-    {
-      auto s = Session::Create(**rt);
-      ASSERT_TRUE(s.ok());
-      std::vector<float> l(static_cast<size_t>(vocab));
-      ASSERT_TRUE((*s)->Prefill(prompts[0], l.data()).ok());
-      for (int k = 0; k < steps; ++k) {
-        alone.insert(alone.end(), l.begin(), l.end());
-        alone_tokens.push_back(Argmax(l));
-        ASSERT_TRUE((*s)->Step(alone_tokens.back(), l.data()).ok());
+  // llama.cpp's Q4_K_M mix (q4_k and q6_k matrices) as it is, and requantized to q8_0 at load; with the
+  // row ops as their own launches and inside the one-row products (the batch's steps launch them apart).
+  for (const char* tails : {"0", "1"}) {
+    for (WeightQuant quant : {WeightQuant::kKeep, WeightQuant::kQ8_0}) {
+      setenv("FAK_CUDA_TAILS", tails, 1);
+      SCOPED_TRACE(std::string(WeightQuantName(quant)) + " tails " + tails);
+      auto m = LoadFor("../shared/fixtures/llamacpp-tiny/tiny-llama-q4_k_m.gguf", quant, true);
+      ASSERT_TRUE(m.ok()) << m.status().ToString();
+      auto rt = Runtime::Create(
+          **m, RuntimeOptions{.max_context = 128, .max_sequences = 8, .backend = {.name = "cuda"}});
+      ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+      const int64_t vocab = (*m)->config.vocab_size;
+      std::mt19937 rng(42);
+      std::vector<std::vector<int32_t>> prompts(8);
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        prompts[i].resize(5 + 3 * i);
+        for (auto& t : prompts[i]) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
       }
-    }
-    // In a batch of 8: every sequence's prompt in one forward (sequence 0's in chunks of 3 first),
-    // then every step decodes all eight together.
-    std::vector<std::unique_ptr<Sequence>> seqs;
-    for (int i = 0; i < 8; ++i) {
-      auto s = (*rt)->NewSequence();
-      ASSERT_TRUE(s.ok());
-      seqs.push_back(std::move(*s));
-    }
-    std::vector<std::vector<float>> logits(8, std::vector<float>(static_cast<size_t>(vocab)));
-    for (size_t at = 0; at + 3 < prompts[0].size(); at += 3) {
-      const std::vector<int32_t> chunk(prompts[0].begin() + static_cast<int64_t>(at),
-                                       prompts[0].begin() + static_cast<int64_t>(at) + 3);
-      const SeqWork w{.seq = seqs[0].get(), .tokens = chunk};
-      ASSERT_TRUE((*rt)->Forward(std::span<const SeqWork>(&w, 1)).ok());
-    }
-    std::vector<SeqWork> work;
-    const size_t done0 = seqs[0]->size();
-    std::vector<std::vector<int32_t>> rest(8);
-    for (int i = 0; i < 8; ++i) {
-      rest[i].assign(prompts[i].begin() + static_cast<int64_t>(i == 0 ? done0 : 0), prompts[i].end());
-      work.push_back({.seq = seqs[i].get(), .tokens = rest[i], .logits = logits[i].data()});
-    }
-    ASSERT_TRUE((*rt)->Forward(work).ok());
-    std::vector<int32_t> next(8);
-    for (int k = 0; k < steps; ++k) {
-      EXPECT_EQ(std::memcmp(logits[0].data(), &alone[static_cast<size_t>(k * vocab)],
-                            static_cast<size_t>(vocab) * 4),
-                0)
-          << "step " << k;
-      work.clear();
+      const int steps = 12;
+      // Alone: prefill in one pass, then greedy decode; every step's logits kept.
+      std::vector<float> alone;
+      std::vector<int32_t> alone_tokens;
+      {
+        auto s = Session::Create(**rt);
+        ASSERT_TRUE(s.ok());
+        std::vector<float> l(static_cast<size_t>(vocab));
+        ASSERT_TRUE((*s)->Prefill(prompts[0], l.data()).ok());
+        for (int k = 0; k < steps; ++k) {
+          alone.insert(alone.end(), l.begin(), l.end());
+          alone_tokens.push_back(Argmax(l));
+          ASSERT_TRUE((*s)->Step(alone_tokens.back(), l.data()).ok());
+        }
+      }
+      // In a batch of 8: every sequence's prompt in one forward (sequence 0's in chunks of 3 first),
+      // then every step decodes all eight together.
+      std::vector<std::unique_ptr<Sequence>> seqs;
       for (int i = 0; i < 8; ++i) {
-        next[i] = i == 0 ? alone_tokens[static_cast<size_t>(k)] : Argmax(logits[i]);
-        work.push_back({.seq = seqs[i].get(),
-                        .tokens = std::span<const int32_t>(&next[i], 1),
-                        .logits = logits[i].data()});
+        auto s = (*rt)->NewSequence();
+        ASSERT_TRUE(s.ok());
+        seqs.push_back(std::move(*s));
+      }
+      std::vector<std::vector<float>> logits(8, std::vector<float>(static_cast<size_t>(vocab)));
+      for (size_t at = 0; at + 3 < prompts[0].size(); at += 3) {
+        const std::vector<int32_t> chunk(prompts[0].begin() + static_cast<int64_t>(at),
+                                         prompts[0].begin() + static_cast<int64_t>(at) + 3);
+        const SeqWork w{.seq = seqs[0].get(), .tokens = chunk};
+        ASSERT_TRUE((*rt)->Forward(std::span<const SeqWork>(&w, 1)).ok());
+      }
+      std::vector<SeqWork> work;
+      const size_t done0 = seqs[0]->size();
+      std::vector<std::vector<int32_t>> rest(8);
+      for (int i = 0; i < 8; ++i) {
+        rest[i].assign(prompts[i].begin() + static_cast<int64_t>(i == 0 ? done0 : 0), prompts[i].end());
+        work.push_back({.seq = seqs[i].get(), .tokens = rest[i], .logits = logits[i].data()});
       }
       ASSERT_TRUE((*rt)->Forward(work).ok());
+      std::vector<int32_t> next(8);
+      for (int k = 0; k < steps; ++k) {
+        EXPECT_EQ(std::memcmp(logits[0].data(), &alone[static_cast<size_t>(k * vocab)],
+                              static_cast<size_t>(vocab) * 4),
+                  0)
+            << "step " << k;
+        work.clear();
+        for (int i = 0; i < 8; ++i) {
+          next[i] = i == 0 ? alone_tokens[static_cast<size_t>(k)] : Argmax(logits[i]);
+          work.push_back({.seq = seqs[i].get(),
+                          .tokens = std::span<const int32_t>(&next[i], 1),
+                          .logits = logits[i].data()});
+        }
+        ASSERT_TRUE((*rt)->Forward(work).ok());
+      }
     }
   }
+  unsetenv("FAK_CUDA_TAILS");
 }
 
 // Decode steps replayed from captured CUDA graphs give the bits of the same steps launched op by op
 // (FAK_CUDA_GRAPHS=0), prefill and decode alike, with the fused bias and residual epilogues in both;
-// and so do kernels launched in plain stream order (FAK_CUDA_PDL=0) instead of overlapping.
+// and so do kernels launched in plain stream order (FAK_CUDA_PDL=0) instead of overlapping, and the
+// row ops run inside the products (FAK_CUDA_TAILS=1 or one kind alone) instead of as their own launches.
 TEST(CudaModel, GraphReplayGivesTheBitsOfOpByOpLaunches) {
   SKIP_WITHOUT_GPU();
   for (const char* path :
@@ -168,11 +174,15 @@ TEST(CudaModel, GraphReplayGivesTheBitsOfOpByOpLaunches) {
     for (auto& t : prompt) t %= static_cast<int32_t>(vocab);
     std::vector<std::vector<float>> runs;
     struct Mode {
-      const char *graphs, *pdl;
+      const char *graphs, *pdl, *tails;
     };
-    for (const Mode mode : {Mode{"1", "1"}, Mode{"0", "1"}, Mode{"1", "0"}, Mode{"0", "0"}}) {
+    for (const Mode mode :
+         {Mode{"1", "1", "0"}, Mode{"0", "1", "0"}, Mode{"1", "0", "0"}, Mode{"0", "0", "0"},
+          Mode{"1", "1", "1"}, Mode{"0", "1", "1"}, Mode{"1", "0", "1"}, Mode{"1", "1", "norm"},
+          Mode{"1", "1", "silu"}, Mode{"1", "1", "rope"}}) {
       setenv("FAK_CUDA_GRAPHS", mode.graphs, 1);
       setenv("FAK_CUDA_PDL", mode.pdl, 1);
+      setenv("FAK_CUDA_TAILS", mode.tails, 1);
       auto rt = Runtime::Create(**m, RuntimeOptions{.max_context = 64, .backend = {.name = "cuda"}});
       ASSERT_TRUE(rt.ok()) << rt.status().ToString();
       auto s = Session::Create(**rt);
@@ -187,6 +197,7 @@ TEST(CudaModel, GraphReplayGivesTheBitsOfOpByOpLaunches) {
     }
     unsetenv("FAK_CUDA_GRAPHS");
     unsetenv("FAK_CUDA_PDL");
+    unsetenv("FAK_CUDA_TAILS");
     for (size_t i = 1; i < runs.size(); ++i) {
       ASSERT_EQ(runs[0].size(), runs[i].size());
       EXPECT_EQ(std::memcmp(runs[0].data(), runs[i].data(), runs[0].size() * 4), 0) << "mode " << i;
@@ -213,6 +224,8 @@ TEST(CudaModel, ExpertModelsAreRefusedByName) {
 // each sequence the bits it gets alone (qwen35-tiny, f32 weights).
 TEST(CudaModel, HybridSequencesGetTheSameBitsAloneAndInABatch) {
   SKIP_WITHOUT_GPU();
+  // Alone, the norm after a one-row product's residual runs inside the product; in the batch, apart.
+  setenv("FAK_CUDA_TAILS", "1", 1);
   auto m = LoadFor("tests/fixtures/hf/qwen35-tiny", WeightQuant::kF32, true);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   auto rt = Runtime::Create(
@@ -253,6 +266,7 @@ TEST(CudaModel, HybridSequencesGetTheSameBitsAloneAndInABatch) {
   for (size_t i = 0; i < prompts.size(); ++i) {
     EXPECT_EQ(std::memcmp(got[i].data(), alone[i].data(), vocab * 4), 0) << "sequence " << i;
   }
+  unsetenv("FAK_CUDA_TAILS");
 }
 
 }  // namespace

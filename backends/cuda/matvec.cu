@@ -542,20 +542,19 @@ cudaError_t LaunchTail(const MatVecTail& t, int64_t rows, cudaStream_t stream) {
 
 }  // namespace
 
-// Off by default until measured on a GPU against the separate launches.
+// Off by default until measured on a GPU against the separate launches. Read at every launch (a graph
+// is captured once per step shape), so tests can switch it.
 bool TailInKernel(TailKind kind) {
-  // Bit i for kind i.
-  static const unsigned mask = [] {
-    const char* v = std::getenv("FAK_CUDA_TAILS");
-    if (v == nullptr || std::strcmp(v, "0") == 0) return 0u;
-    if (std::strcmp(v, "1") == 0) return ~0u;
-    unsigned m = 0;
-    if (std::strstr(v, "norm") != nullptr) m |= 1u << static_cast<int>(TailKind::kRmsNorm);
-    if (std::strstr(v, "silu") != nullptr) m |= 1u << static_cast<int>(TailKind::kSiluMul);
-    if (std::strstr(v, "rope") != nullptr) m |= 1u << static_cast<int>(TailKind::kRopeKvWrite);
-    return m;
-  }();
-  return kind != TailKind::kNone && (mask >> static_cast<int>(kind) & 1u) != 0;
+  const char* v = std::getenv("FAK_CUDA_TAILS");
+  if (kind == TailKind::kNone || v == nullptr || std::strcmp(v, "0") == 0) return false;
+  if (std::strcmp(v, "1") == 0) return true;
+  switch (kind) {
+    case TailKind::kRmsNorm: return std::strstr(v, "norm") != nullptr;
+    case TailKind::kSiluMul: return std::strstr(v, "silu") != nullptr;
+    case TailKind::kRopeKvWrite: return std::strstr(v, "rope") != nullptr;
+    case TailKind::kNone: break;
+  }
+  return false;
 }
 
 cudaError_t MatVec(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, cudaStream_t stream) {
