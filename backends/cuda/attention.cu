@@ -319,7 +319,10 @@ __global__ void __launch_bounds__(kTile) CombineChunks(DeviceBatch b, const floa
   __shared__ float norm;
   const int64_t row = blockIdx.x, head = blockIdx.y;
   const int n_chunks = static_cast<int>(AttnChunks(static_cast<int64_t>(b.positions[row]) + 1));
-  if (n_chunks == 1) return;  // written by the attention kernel
+  if (n_chunks == 1) {  // written by the attention kernel; still ordered after it for the next kernel
+    WaitForPrevious();
+    return;
+  }
   AfterPrevious();
   const float* pr = part + (row * n_head + head) * kAttnMaxChunks * (hd + 2);
   // The chunks' maxima and normalizers are read at once (one load each, in flight together), then

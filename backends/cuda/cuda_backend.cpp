@@ -508,7 +508,9 @@ Status CudaBackend::InitTails() {
   constexpr size_t kBytes = kCounters * sizeof(unsigned);
   FAK_ASSIGN_OR_RETURN(void* p, DeviceAlloc(kBytes, "the tail counters"));
   tail_counter_ = static_cast<unsigned*>(p);
-  FAK_RETURN_IF_ERROR(CudaStatus(cudaMemset(tail_counter_, 0, kBytes), "zeroing the tail counters"));
+  FAK_RETURN_IF_ERROR(
+      CudaStatus(cudaMemsetAsync(tail_counter_, 0, kBytes, stream_), "zeroing the tail counters"));
+  FAK_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "zeroing the tail counters"));
   q_.SetTailCounters(tail_counter_, kCounters);
   return Status::Ok();
 }

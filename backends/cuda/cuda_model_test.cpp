@@ -86,7 +86,7 @@ TEST(CudaModel, DecodeIsBitIdenticalAloneAndInABatchOfEight) {
   // row ops as their own launches and inside the one-row products (the batch's steps launch them apart).
   for (const char* tails : {"0", "1"}) {
     for (WeightQuant quant : {WeightQuant::kKeep, WeightQuant::kQ8_0}) {
-      setenv("FAK_CUDA_TAILS", tails, 1);
+      const ScopedEnv tails_env("FAK_CUDA_TAILS", tails);
       SCOPED_TRACE(std::string(WeightQuantName(quant)) + " tails " + tails);
       auto m = LoadFor("../shared/fixtures/llamacpp-tiny/tiny-llama-q4_k_m.gguf", quant, true);
       ASSERT_TRUE(m.ok()) << m.status().ToString();
@@ -155,7 +155,6 @@ TEST(CudaModel, DecodeIsBitIdenticalAloneAndInABatchOfEight) {
       }
     }
   }
-  unsetenv("FAK_CUDA_TAILS");
 }
 
 // Decode steps replayed from captured CUDA graphs give the bits of the same steps launched op by op
@@ -180,9 +179,8 @@ TEST(CudaModel, GraphReplayGivesTheBitsOfOpByOpLaunches) {
          {Mode{"1", "1", "0"}, Mode{"0", "1", "0"}, Mode{"1", "0", "0"}, Mode{"0", "0", "0"},
           Mode{"1", "1", "1"}, Mode{"0", "1", "1"}, Mode{"1", "0", "1"}, Mode{"1", "1", "norm"},
           Mode{"1", "1", "silu"}, Mode{"1", "1", "rope"}}) {
-      setenv("FAK_CUDA_GRAPHS", mode.graphs, 1);
-      setenv("FAK_CUDA_PDL", mode.pdl, 1);
-      setenv("FAK_CUDA_TAILS", mode.tails, 1);
+      const ScopedEnv graphs("FAK_CUDA_GRAPHS", mode.graphs), pdl("FAK_CUDA_PDL", mode.pdl),
+          tails("FAK_CUDA_TAILS", mode.tails);
       auto rt = Runtime::Create(**m, RuntimeOptions{.max_context = 64, .backend = {.name = "cuda"}});
       ASSERT_TRUE(rt.ok()) << rt.status().ToString();
       auto s = Session::Create(**rt);
@@ -195,9 +193,6 @@ TEST(CudaModel, GraphReplayGivesTheBitsOfOpByOpLaunches) {
       }
       runs.push_back(std::move(all));
     }
-    unsetenv("FAK_CUDA_GRAPHS");
-    unsetenv("FAK_CUDA_PDL");
-    unsetenv("FAK_CUDA_TAILS");
     for (size_t i = 1; i < runs.size(); ++i) {
       ASSERT_EQ(runs[0].size(), runs[i].size());
       EXPECT_EQ(std::memcmp(runs[0].data(), runs[i].data(), runs[0].size() * 4), 0) << "mode " << i;
@@ -225,7 +220,7 @@ TEST(CudaModel, ExpertModelsAreRefusedByName) {
 TEST(CudaModel, HybridSequencesGetTheSameBitsAloneAndInABatch) {
   SKIP_WITHOUT_GPU();
   // Alone, the norm after a one-row product's residual runs inside the product; in the batch, apart.
-  setenv("FAK_CUDA_TAILS", "1", 1);
+  const ScopedEnv tails("FAK_CUDA_TAILS", "1");
   auto m = LoadFor("tests/fixtures/hf/qwen35-tiny", WeightQuant::kF32, true);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   auto rt = Runtime::Create(
@@ -266,7 +261,6 @@ TEST(CudaModel, HybridSequencesGetTheSameBitsAloneAndInABatch) {
   for (size_t i = 0; i < prompts.size(); ++i) {
     EXPECT_EQ(std::memcmp(got[i].data(), alone[i].data(), vocab * 4), 0) << "sequence " << i;
   }
-  unsetenv("FAK_CUDA_TAILS");
 }
 
 }  // namespace

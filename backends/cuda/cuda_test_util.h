@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -37,6 +39,16 @@ inline double NormalizedError(const float* a, const double* b, size_t n) {
   }
   return std::sqrt(num / std::max(den, 1e-300));
 }
+
+// An environment variable set for a scope (the backend's mode switches), unset again however the scope
+// ends.
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  ~ScopedEnv() { unsetenv(name.c_str()); }
+};
 
 // A matrix of `type` made from random f32 values, as GGUF rows.
 struct TestMatrix {

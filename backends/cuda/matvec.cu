@@ -346,7 +346,10 @@ __device__ __forceinline__ void GroupTail(const MatVecJob& job, int k, int64_t r
   } else if constexpr (kTail == static_cast<int>(TailKind::kRopeKvWrite)) {
     const int first_key = t.rq != nullptr ? 1 : 0;
     if (k > first_key) return;  // values: stored as their rows are computed
-    const int64_t h = row0 / t.head_dim, nq = t.rq != nullptr ? t.q_cols / t.head_dim : 0;
+    // 32-bit divisions (a 64-bit division by a runtime value is a long call).
+    const auto hd = static_cast<uint32_t>(t.head_dim);
+    const int64_t h = static_cast<uint32_t>(row0) / hd,
+                  nq = t.rq != nullptr ? static_cast<uint32_t>(t.q_cols) / hd : 0;
     const int64_t group = k == first_key ? nq + h : h;
     if (!CompletesGroup(t, group, rows, static_cast<unsigned>(t.head_dim))) return;
     const bool key = k == first_key;
@@ -442,7 +445,8 @@ __device__ __forceinline__ void MatVecBody(const MatVecJob& job, const float* x,
         // A value row goes to the KV store as it is computed (StoreResult's value, bias and all).
         if (k == job.count - 1) {
           const float v = out.bias != nullptr ? acc[0] + out.bias[o] : acc[0];
-          KvStore(job.tail, kv_base, kv_pos, 1, o / job.tail.head_dim, o % job.tail.head_dim, v);
+          const auto hd = static_cast<uint32_t>(job.tail.head_dim), uo = static_cast<uint32_t>(o);
+          KvStore(job.tail, kv_base, kv_pos, 1, uo / hd, uo % hd, v);
         }
       }
     }

@@ -190,6 +190,7 @@ std::vector<uint64_t> StepQueue::StepKey() const {
       uint32_t eps_bits = 0;
       std::memcpy(&eps_bits, &t.eps, 4);
       key.insert(key.end(), {static_cast<uint64_t>(t.kind),
+                             static_cast<uint64_t>(TailInKernel(t.kind)),
                              U(t.counter),
                              U(t.x),
                              U(t.w),
@@ -226,8 +227,14 @@ std::string StepQueue::OpLabel(const Op& op) {
   if (!op.matvec) return op.what;
   int64_t rows = 0;
   for (int k = 0; k < op.job.count; ++k) rows += op.job.w[k].rows;
+  // A tail that runs as its own launch (FAK_CUDA_TAILS unset, or several activation rows) is timed with
+  // the product; the label says which.
   static constexpr const char* kTails[] = {"", " + RmsNorm", " + SiluMul", " + RopeKvWrite"};
-  return fmt::format("MatMul {}x{}{}", rows, op.job.w[0].cols, kTails[static_cast<int>(op.job.tail.kind)]);
+  const TailKind kind = op.job.tail.kind;
+  const char* where = kind == TailKind::kNone           ? ""
+                      : op.n == 1 && TailInKernel(kind) ? " (in kernel)"
+                                                        : " (own launch)";
+  return fmt::format("MatMul {}x{}{}{}", rows, op.job.w[0].cols, kTails[static_cast<int>(kind)], where);
 }
 
 Status StepQueue::LaunchAll() {
