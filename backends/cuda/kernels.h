@@ -85,6 +85,8 @@ struct DeviceKv {
 // their rows are computed; the blocks count themselves done on `counter` (zero between launches).
 // With more rows, MatVec launches the op's own kernel after the product. Both run the same device
 // functions (row_ops.cuh): the same bits.
+// The widest row the RMS norm takes (row_ops.cuh RmsNormRow): 512 runs of 32.
+constexpr int kNormMaxRuns = 512;
 enum class TailKind : int { kNone = 0, kRmsNorm = 1, kSiluMul = 2, kRopeKvWrite = 3 };
 struct MatVecTail {
   TailKind kind = TailKind::kNone;

@@ -27,10 +27,9 @@
 namespace fak::cuda {
 namespace {
 
-constexpr int kWarps = 4;         // output rows per block of 128 threads
-constexpr int kGemmMinRows = 16;  // batches of this many rows or more go to the GEMM (same bits)
-static_assert(kWarps * 32 == kRowThreads, "a tail runs the row ops' thread layout");
-constexpr int kTailNormRegs = 12;  // a d_model of 1536 in registers; wider rows read the rest again
+constexpr int kWarps = 4;          // output rows per block of 128 threads
+constexpr int kGemmMinRows = 16;   // batches of this many rows or more go to the GEMM (same bits)
+constexpr int kTailNormRuns = 12;  // a d_model of 1536 in registers (4 warps); wider rows read the rest again
 
 __device__ __forceinline__ float Half(uint16_t h) { return HalfBits(h); }
 
@@ -264,7 +263,7 @@ __device__ __forceinline__ void NormTailIfLast(const MatVecTail& t) {
   __syncthreads();
   if (!last) return;
   __threadfence();
-  RmsNormRow<kTailNormRegs>(t.x, t.w, t.y, t.cols, t.eps, t.q, t.d, 0);
+  RmsNormRow<kTailNormRuns>(t.x, t.w, t.y, t.cols, t.eps, t.q, t.d, 0);
   if (threadIdx.x == 0) *t.counter = 0;
 }
 

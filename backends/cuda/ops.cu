@@ -22,16 +22,14 @@ __global__ void QuantizeKernel(const float* x, int64_t n, int8_t* q, float* d) {
   QuantizeLane(x[i], i, q, d);
 }
 
-// One block of kRowThreads per row (RmsNormRow): rows of up to kNormRegs * kRowThreads elements are read
-// once into registers. The norm's weights are prefetched before the wait for the previous kernel (no
-// kernel writes them).
-constexpr int kNormRegs = 16;
-__global__ void __launch_bounds__(kRowThreads)
+// One block per row (RmsNormRow), two runs per warp where that fits (d_model 1536: 24 warps), at most
+// 32 warps; a row of up to 32 * kNormRuns runs held in registers.
+constexpr int kNormRuns = 6;
+__global__ void __launch_bounds__(1024)
     RmsNormKernel(const float* x, const float* w, float* y, int64_t cols, float eps, int8_t* q, float* d) {
   const int64_t row = blockIdx.x;
-  for (int64_t i = threadIdx.x * 32; i < cols; i += kRowThreads * 32) PrefetchL1(w + i);
   AfterPrevious();
-  RmsNormRow<kNormRegs>(x + row * cols, w, y + row * cols, cols, eps, q, d, row * cols);
+  RmsNormRow<kNormRuns>(x + row * cols, w, y + row * cols, cols, eps, q, d, row * cols);
 }
 
 __global__ void AddRowKernel(float* x, const float* b, int64_t n, int64_t cols) {
@@ -166,7 +164,10 @@ cudaError_t Quantize(const float* x, int64_t n_elems, int8_t* q, float* d, cudaS
 cudaError_t RmsNorm(const float* x, const float* w, float* y, int64_t rows, int64_t cols, float eps,
                     int8_t* q, float* d, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
-  return Launch(RmsNormKernel, static_cast<unsigned>(rows), kRowThreads, 0, stream, x, w, y, cols, eps, q, d);
+  const int64_t runs = (cols + 31) / 32;
+  if (runs > kNormMaxRuns) return cudaErrorInvalidValue;
+  const int warps = static_cast<int>(std::min<int64_t>(32, std::max<int64_t>(1, (runs + 1) / 2)));
+  return Launch(RmsNormKernel, static_cast<unsigned>(rows), warps * 32, 0, stream, x, w, y, cols, eps, q, d);
 }
 
 cudaError_t AddRow(float* x, const float* b, int64_t rows, int64_t cols, cudaStream_t stream) {

@@ -13,9 +13,6 @@
 
 namespace fak::cuda {
 
-// Threads of every row op: the matrix-vector kernel's block, and the block of the standalone kernels.
-constexpr int kRowThreads = 128;
-
 __device__ __forceinline__ float WarpMax(float v) {
 #pragma unroll
   for (int m = 16; m > 0; m >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, m));
@@ -37,49 +34,60 @@ __device__ __forceinline__ void QuantizeLane(float v, int64_t i, int8_t* q, floa
   if ((threadIdx.x & 31) == 0) d[i / 32] = dv;
 }
 
-// y = x / rms(x) * w for one row of `cols`, by a block of kRowThreads threads, with y's int8 shadow at
-// q + q_at, d + q_at / 32 when q is not null. Warp w takes the 32-element runs w, w + 4, w + 8, ...
-// (the first kRegs of them held in registers, the rest read again), each thread sums its squares in
-// run order, then the warps' sums by a butterfly and the four warps in order: an order fixed by cols.
-template <int kRegs>
+// y = x / rms(x) * w for one row of `cols`, by a block of any whole number of warps, with y's int8 shadow
+// at q + q_at, d + q_at / 32 when q is not null. The order of the sum of squares is a function of cols
+// alone: each 32-element run's squares (rounded) by an xor butterfly over its lanes, then the runs'
+// sums one after another in run order. So the bits do not depend on the block's size, and the row op's
+// own kernel (many warps) and the one-row product's tail (its four warps) agree. Warp w takes runs
+// w, w + warps, ...: the first kRuns of them with x and w held in registers (all loads in flight
+// together), the rest read again.
+template <int kRuns>
 __device__ __forceinline__ void RmsNormRow(const float* xr, const float* w, float* yr, int64_t cols, float eps,
                                            int8_t* q, float* d, int64_t q_at) {
-  constexpr int kWarps = kRowThreads / 32;
-  __shared__ float part[kWarps];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t runs = (cols + 31) / 32;
-  float v[kRegs];
-  float ss = 0.0f;
+  __shared__ float run_ss[kNormMaxRuns];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int runs = static_cast<int>((cols + 31) / 32);
+  float v[kRuns], wv[kRuns];
 #pragma unroll
-  for (int k = 0; k < kRegs; ++k) {
-    const int64_t i = (warp + static_cast<int64_t>(k) * kWarps) * 32 + lane;
-    v[k] = i < cols ? __ldcg(xr + i) : 0.0f;
+  for (int j = 0; j < kRuns; ++j) {
+    const int64_t i = static_cast<int64_t>(warp + j * warps) * 32 + lane;
+    v[j] = i < cols ? __ldcg(xr + i) : 0.0f;
+    wv[j] = i < cols ? w[i] : 0.0f;
   }
+  auto run_sum = [&](float x) {
+    float sq = __fmul_rn(x, x);
 #pragma unroll
-  for (int k = 0; k < kRegs; ++k) ss = __fmaf_rn(v[k], v[k], ss);
-  for (int64_t b = warp + kRegs * kWarps; b < runs; b += kWarps) {
-    const int64_t i = b * 32 + lane;
-    const float x = i < cols ? __ldcg(xr + i) : 0.0f;
-    ss = __fmaf_rn(x, x, ss);
+    for (int m = 16; m > 0; m >>= 1) sq = __fadd_rn(sq, __shfl_xor_sync(0xffffffffu, sq, m));
+    return sq;
+  };
+#pragma unroll
+  for (int j = 0; j < kRuns; ++j) {
+    const int b = warp + j * warps;
+    const float sq = run_sum(v[j]);
+    if (lane == 0 && b < runs) run_ss[b] = sq;
   }
-  ss = WarpSum(ss);
-  if (lane == 0) part[warp] = ss;
+  for (int b = warp + kRuns * warps; b < runs; b += warps) {
+    const int64_t i = static_cast<int64_t>(b) * 32 + lane;
+    const float sq = run_sum(i < cols ? __ldcg(xr + i) : 0.0f);
+    if (lane == 0) run_ss[b] = sq;
+  }
   __syncthreads();
-  float total = 0.0f;
-#pragma unroll
-  for (int k = 0; k < kWarps; ++k) total += part[k];
-  const float scale = rsqrtf(total / static_cast<float>(cols) + eps);
-  for (int64_t b = warp, k = 0; b < runs; b += kWarps, ++k) {
-    const int64_t i = b * 32 + lane;
-    float xv = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kRegs; ++j) {
-      if (j == k) xv = v[j];
-    }
-    if (k >= kRegs && i < cols) xv = __ldcg(xr + i);
-    const float o = i < cols ? __fmul_rn(__fmul_rn(xv, scale), w[i]) : 0.0f;
+  float total = 0.0f;  // every thread, in run order
+  for (int b = 0; b < runs; ++b) total = __fadd_rn(total, run_ss[b]);
+  const float scale = rsqrtf(__fdiv_rn(total, static_cast<float>(cols)) + eps);
+  auto out = [&](int64_t i, float x, float wi) {
+    const float o = i < cols ? __fmul_rn(__fmul_rn(x, scale), wi) : 0.0f;
     if (i < cols) yr[i] = o;
-    if (q != nullptr) QuantizeLane(o, q_at + i, q, d);
+    if (q != nullptr) QuantizeLane(o, q_at + i, q, d);  // cols is a multiple of 32 with a shadow
+  };
+#pragma unroll
+  for (int j = 0; j < kRuns; ++j) {
+    const int b = warp + j * warps;
+    if (b < runs) out(static_cast<int64_t>(b) * 32 + lane, v[j], wv[j]);
+  }
+  for (int b = warp + kRuns * warps; b < runs; b += warps) {
+    const int64_t i = static_cast<int64_t>(b) * 32 + lane;
+    out(i, i < cols ? __ldcg(xr + i) : 0.0f, i < cols ? w[i] : 0.0f);
   }
 }
 

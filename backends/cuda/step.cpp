@@ -132,7 +132,8 @@ bool StepQueue::FuseTail(MatVecTail t, int64_t rows) {
   switch (t.kind) {
     case TailKind::kNone: return false;
     case TailKind::kRmsNorm:
-      if (j.count != 1 || j.out[0].residual != t.x || j.out[0].ldr != t.cols || j.w[0].rows != t.cols) {
+      if (j.count != 1 || j.out[0].residual != t.x || j.out[0].ldr != t.cols || j.w[0].rows != t.cols ||
+          t.cols > 32 * kNormMaxRuns) {
         return false;
       }
       break;
