@@ -539,26 +539,31 @@ TEST(CudaOps, MatMulRowsAreBitIdenticalAloneAndInABatch) {
   } cases[] = {{GgmlType::kQ8_0, 256},  {GgmlType::kQ8_0, 896},  {GgmlType::kQ8_0, 2048},
                {GgmlType::kQ8_0, 4608}, {GgmlType::kQ4_K, 2048}, {GgmlType::kQ4_K, 4608},
                {GgmlType::kQ6_K, 1536}, {GgmlType::kQ6_K, 4608}, {GgmlType::kBF16, 2048}};
-  for (const auto& c : cases) {
-    SCOPED_TRACE(std::string(GgmlTypeName(c.type)) + " cols=" + std::to_string(c.cols));
-    const TestMatrix m = MakeMatrix(c.type, rows, c.cols, 3);
-    auto w = be.gpu->BindMatrix(m.weight());
-    ASSERT_TRUE(w.ok());
-    const std::vector<float> xv = Random(static_cast<size_t>(n_max * c.cols), 4);
-    auto run = [&](int64_t first, int64_t n) { return MatMulRows(*be.gpu, *w, xv, first, n, rows, c.cols); };
-    std::vector<std::vector<float>> alone;
-    for (int64_t r = 0; r < n_max; ++r) alone.push_back(run(r, 1));
-    for (int64_t n : {int64_t{2}, int64_t{3}, int64_t{5}, int64_t{8}, int64_t{16}, int64_t{24}, int64_t{33},
-                      int64_t{64}, n_max}) {
-      const std::vector<float> got = run(0, n);
-      int64_t differ = 0;
-      for (int64_t r = 0; r < n; ++r) {
-        differ += std::memcmp(&got[static_cast<size_t>(r * rows)], alone[static_cast<size_t>(r)].data(),
-                              static_cast<size_t>(rows) * 4) != 0;
+  // FAK_CUDA_MATVEC_FOLD=1: one warp per row of four pieces instead of four (the same bits).
+  for (const char* fold : {"0", "1"})
+    for (const auto& c : cases) {
+      const ScopedEnv fold_env("FAK_CUDA_MATVEC_FOLD", fold);
+      SCOPED_TRACE(std::string(GgmlTypeName(c.type)) + " cols=" + std::to_string(c.cols) + " fold " + fold);
+      const TestMatrix m = MakeMatrix(c.type, rows, c.cols, 3);
+      auto w = be.gpu->BindMatrix(m.weight());
+      ASSERT_TRUE(w.ok());
+      const std::vector<float> xv = Random(static_cast<size_t>(n_max * c.cols), 4);
+      auto run = [&](int64_t first, int64_t n) {
+        return MatMulRows(*be.gpu, *w, xv, first, n, rows, c.cols);
+      };
+      std::vector<std::vector<float>> alone;
+      for (int64_t r = 0; r < n_max; ++r) alone.push_back(run(r, 1));
+      for (int64_t n : {int64_t{2}, int64_t{3}, int64_t{5}, int64_t{8}, int64_t{16}, int64_t{24}, int64_t{33},
+                        int64_t{64}, n_max}) {
+        const std::vector<float> got = run(0, n);
+        int64_t differ = 0;
+        for (int64_t r = 0; r < n; ++r) {
+          differ += std::memcmp(&got[static_cast<size_t>(r * rows)], alone[static_cast<size_t>(r)].data(),
+                                static_cast<size_t>(rows) * 4) != 0;
+        }
+        EXPECT_EQ(differ, 0) << differ << " of " << n << " rows differ from the same row alone";
       }
-      EXPECT_EQ(differ, 0) << differ << " of " << n << " rows differ from the same row alone";
     }
-  }
 }
 
 // A matrix with rows enough that the small-batch GEMM gives each warp several segments (fewer warps per
@@ -639,11 +644,13 @@ TEST(CudaOps, TailsGiveTheBitsOfTheirOwnKernels) {
     std::function<std::vector<uint8_t>()> snapshot;  // every output
   };
   auto check = [&](const MatVecJob& job, const float* x, Q8Act xq, const Run& run) {
-    std::vector<uint8_t> got[3];
-    const char* modes[3] = {"0", "1", "1"};
-    for (int i = 0; i < 3; ++i) {
-      const ScopedEnv tails("FAK_CUDA_TAILS", modes[i]);
-      EXPECT_EQ(cuda::TailInKernel(job.tail.kind), i > 0);
+    // Tails off, on, on again; then with rows of four pieces summed by one warp each (the same bits).
+    std::vector<uint8_t> got[5];
+    const char* tails_mode[5] = {"0", "1", "1", "0", "1"};
+    const char* fold_mode[5] = {"0", "0", "0", "1", "1"};
+    for (int i = 0; i < 5; ++i) {
+      const ScopedEnv tails("FAK_CUDA_TAILS", tails_mode[i]), fold("FAK_CUDA_MATVEC_FOLD", fold_mode[i]);
+      EXPECT_EQ(cuda::TailInKernel(job.tail.kind), tails_mode[i][0] == '1');
       run.init();
       ASSERT_EQ(cuda::MatVec(job, x, xq, 1, nullptr), cudaSuccess);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -651,6 +658,8 @@ TEST(CudaOps, TailsGiveTheBitsOfTheirOwnKernels) {
     }
     EXPECT_TRUE(got[0] == got[1]) << "the tail in the kernel differs from its own launch";
     EXPECT_TRUE(got[1] == got[2]) << "a second launch differs from the first";
+    EXPECT_TRUE(got[0] == got[3]) << "one warp per row differs from four";
+    EXPECT_TRUE(got[0] == got[4]) << "one warp per row with the tail differs";
     const std::vector<uint8_t> zeros(counters.n * sizeof(unsigned), 0);
     EXPECT_TRUE(counters.Bytes() == zeros) << "counters left non-zero";
   };
