@@ -47,7 +47,7 @@ void CudaBackend::RmsNorm(Tensor x, BoundWeight w, Tensor y, float eps) {
   float* d = shadow ? const_cast<float*>(sh.d) : nullptr;
   const float* wv = vectors_[static_cast<size_t>(w.id)];
   const int64_t rows = x.rows, cols = x.cols;
-  if (cols > 32 * kNormMaxRuns) {
+  if (cols > 32 * kNormMaxRuns && TailInKernel(TailKind::kRmsNorm)) {
     return Fail(Unsupported("CUDA: RMS norm over rows of {} elements (at most {})", cols, 32 * kNormMaxRuns));
   }
   const float* xs = x.data;

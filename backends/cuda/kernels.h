@@ -84,7 +84,8 @@ struct DeviceKv {
 // elements and the rope per head in the block that completes that group, the values' KV store as
 // their rows are computed; the blocks count themselves done on `counter` (zero between launches).
 // With more rows, MatVec launches the op's own kernel after the product. Both run the same device
-// functions (row_ops.cuh): the same bits.
+// functions (row_ops.cuh): the same bits. While the norm tail is on, every RMS norm (RmsNorm) sums in
+// the tail's order, so a row's bits never depend on where its norm ran.
 // The widest row the RMS norm takes (row_ops.cuh RmsNormRow): 512 runs of 32.
 constexpr int kNormMaxRuns = 512;
 enum class TailKind : int { kNone = 0, kRmsNorm = 1, kSiluMul = 2, kRopeKvWrite = 3 };
@@ -154,7 +155,9 @@ int MultiprocessorCount();
 // q, d = the int8 shadow of x (n_elems, a multiple of 32).
 cudaError_t Quantize(const float* x, int64_t n_elems, int8_t* q, float* d, cudaStream_t stream);
 
-// y = x / rms(x) * w per row; when q is not null also y's int8 shadow (cols a multiple of 32).
+// y = x / rms(x) * w per row; when q is not null also y's int8 shadow (cols a multiple of 32). The sum
+// of squares in a fixed order per row length: per thread over its runs, per warp, then over the warps;
+// with the norm tail on (TailInKernel), RmsNormRow's order (row_ops.cuh).
 cudaError_t RmsNorm(const float* x, const float* w, float* y, int64_t rows, int64_t cols, float eps,
                     int8_t* q, float* d, cudaStream_t stream);
 // x[r] += b for each of rows rows.

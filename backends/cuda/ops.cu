@@ -22,11 +22,63 @@ __global__ void QuantizeKernel(const float* x, int64_t n, int8_t* q, float* d) {
   QuantizeLane(x[i], i, q, d);
 }
 
-// One block per row (RmsNormRow), two runs per warp where that fits (d_model 1536: 24 warps), at most
-// 32 warps; a row of up to 32 * kNormRuns runs held in registers.
+// One block per row, one warp per 32-element run (several runs per warp for long rows): the row is read
+// once into registers, its sum of squares reduced in a fixed order (per thread, then per warp, then
+// over warps in order), and written from the registers with its int8 shadow. The norm's weights are
+// read before the wait for the previous kernel (no kernel writes them).
+constexpr int kNormPerThread = 8;
+__global__ void RmsNormKernel(const float* x, const float* w, float* y, int64_t cols, float eps, int8_t* q,
+                              float* d) {
+  __shared__ float part[32];
+  const int64_t row = blockIdx.x;
+  const float* xr = x + row * cols;
+  float* yr = y + row * cols;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int64_t runs = (cols + 31) / 32;
+  float v[kNormPerThread], wv[kNormPerThread];
+#pragma unroll
+  for (int k = 0; k < kNormPerThread; ++k) {
+    const int64_t i = (warp + static_cast<int64_t>(k) * warps) * 32 + lane;
+    wv[k] = i < cols ? w[i] : 0.0f;
+  }
+  AfterPrevious();
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kNormPerThread; ++k) {
+    const int64_t i = (warp + static_cast<int64_t>(k) * warps) * 32 + lane;
+    v[k] = i < cols ? xr[i] : 0.0f;
+    ss = __fmaf_rn(v[k], v[k], ss);
+  }
+  for (int64_t b = warp + kNormPerThread * warps; b < runs; b += warps) {  // rows longer than the registers
+    const int64_t i = b * 32 + lane;
+    if (i < cols) ss = __fmaf_rn(xr[i], xr[i], ss);
+  }
+  ss = WarpSum(ss);
+  if (lane == 0) part[warp] = ss;
+  __syncthreads();
+  float total = 0.0f;
+  for (int k = 0; k < warps; ++k) total += part[k];
+  const float scale = rsqrtf(total / static_cast<float>(cols) + eps);
+  for (int64_t b = warp, k = 0; b < runs; b += warps, ++k) {
+    const int64_t i = b * 32 + lane;
+    float xv = 0.0f, wi = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kNormPerThread; ++j) {
+      if (j == k) xv = v[j], wi = wv[j];
+    }
+    if (k >= kNormPerThread && i < cols) xv = xr[i], wi = w[i];
+    const float o = i < cols ? xv * scale * wi : 0.0f;
+    if (i < cols) yr[i] = o;
+    if (q != nullptr) QuantizeLane(o, row * cols + i, q, d);
+  }
+}
+
+// The same norm in the order of RmsNormRow (row_ops.cuh), which the one-row products' norm tail shares:
+// used for every row while that tail is on (FAK_CUDA_TAILS with norm), so a row's bits do not depend
+// on whether its norm ran in a tail. Two runs per warp where that fits, at most 32 warps.
 constexpr int kNormRuns = 6;
-__global__ void __launch_bounds__(1024)
-    RmsNormKernel(const float* x, const float* w, float* y, int64_t cols, float eps, int8_t* q, float* d) {
+__global__ void __launch_bounds__(1024) RmsNormRunsKernel(const float* x, const float* w, float* y,
+                                                          int64_t cols, float eps, int8_t* q, float* d) {
   const int64_t row = blockIdx.x;
   AfterPrevious();
   RmsNormRow<kNormRuns>(x + row * cols, w, y + row * cols, cols, eps, q, d, row * cols);
@@ -164,9 +216,15 @@ cudaError_t Quantize(const float* x, int64_t n_elems, int8_t* q, float* d, cudaS
 cudaError_t RmsNorm(const float* x, const float* w, float* y, int64_t rows, int64_t cols, float eps,
                     int8_t* q, float* d, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
+  // A warp per 32-element run, two runs per warp where that fits (d_model 1536: 24 warps), at most
+  // 32 warps: a function of cols only.
   const int64_t runs = (cols + 31) / 32;
-  if (runs > kNormMaxRuns) return cudaErrorInvalidValue;
   const int warps = static_cast<int>(std::min<int64_t>(32, std::max<int64_t>(1, (runs + 1) / 2)));
+  if (TailInKernel(TailKind::kRmsNorm)) {
+    if (runs > kNormMaxRuns) return cudaErrorInvalidValue;
+    return Launch(RmsNormRunsKernel, static_cast<unsigned>(rows), warps * 32, 0, stream, x, w, y, cols, eps,
+                  q, d);
+  }
   return Launch(RmsNormKernel, static_cast<unsigned>(rows), warps * 32, 0, stream, x, w, y, cols, eps, q, d);
 }
 
