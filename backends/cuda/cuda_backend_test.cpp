@@ -18,6 +18,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_test_util.h"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/step.h"
 #include "backends/cuda/weights.h"
 #include "quant/codec.h"
 
@@ -67,6 +68,98 @@ TEST(CudaHost, AttentionGridHasEveryShorterRowsChunks) {
     ASSERT_EQ(cuda::AttnGridChunks(ctx), most) << "context " << ctx;
   }
   EXPECT_GT(cuda::AttnChunks(4096), cuda::AttnChunks(4097));
+}
+
+// Which row ops join the product before them as its tail (host code: runs without a GPU; nothing is
+// launched). A tail joins only the product that wrote exactly what it reads, only once, only inside a
+// step and with counters enough; once it has, no bias, residual or further matrix joins that product.
+TEST(CudaHost, TailsJoinOnlyTheProductsThatWroteTheirInputs) {
+  // Addresses the queue only compares, never reads.
+  auto at = [](uintptr_t v) { return reinterpret_cast<float*>(v * 64); };
+  unsigned fake_counters[1] = {};
+  const cuda::DeviceMatrix q8{cuda::MatFormat::kQ8_0, 0, 1536, nullptr, nullptr};
+  auto matrix = [&](int64_t rows) {
+    cuda::DeviceMatrix m = q8;
+    m.rows = rows;
+    return m;
+  };
+  const Q8Act xq{reinterpret_cast<const int8_t*>(at(90)), at(91)};
+  auto out = [&](float* y, int64_t ld) { return cuda::MatVecOut{y, ld, nullptr, nullptr, 0}; };
+
+  cuda::StepQueue sq(nullptr);
+  sq.SetTailCounters(fake_counters, 64);
+  MatVecTail norm;
+  norm.kind = TailKind::kRmsNorm;
+  norm.x = at(2);
+  norm.cols = 1536;
+  norm.y = at(3);
+  // Outside a step nothing joins.
+  EXPECT_FALSE(sq.FuseTail(norm, 1));
+
+  sq.Begin({1}, true);
+  // The o-projection adds into the residual at(2): the norm of at(2) joins it, once.
+  ASSERT_EQ(sq.AddMatVec(matrix(1536), out(at(1), 1536), at(10), xq, 1), cudaSuccess);
+  ASSERT_TRUE(sq.FuseResidual(at(2), at(1), 1, 1536));
+  MatVecTail other = norm;
+  other.x = at(4);
+  EXPECT_FALSE(sq.FuseTail(other, 1));  // a norm of something else
+  EXPECT_FALSE(sq.FuseTail(norm, 2));   // other rows
+  EXPECT_TRUE(sq.FuseTail(norm, 1));
+  EXPECT_FALSE(sq.FuseTail(norm, 1));                 // only one tail
+  EXPECT_FALSE(sq.FuseBias(at(1), 1, 1536, at(50)));  // nothing after the tail
+  EXPECT_FALSE(sq.FuseResidual(at(5), at(1), 1, 1536));
+
+  // gate/up: the SiLU of their two outputs joins; not with the outputs swapped, nor too wide a row for
+  // the counters, nor after a third matrix joined the product.
+  ASSERT_EQ(sq.AddMatVec(matrix(8960), out(at(20), 8960), at(3), xq, 1), cudaSuccess);
+  ASSERT_EQ(sq.AddMatVec(matrix(8960), out(at(21), 8960), at(3), xq, 1), cudaSuccess);
+  MatVecTail silu;
+  silu.kind = TailKind::kSiluMul;
+  silu.y = at(21);
+  silu.u = at(20);
+  silu.cols = 8960;
+  EXPECT_FALSE(sq.FuseTail(silu, 1));
+  silu.y = at(20);
+  silu.u = at(21);
+  sq.SetTailCounters(fake_counters, 8960 / 32 - 1);
+  EXPECT_FALSE(sq.FuseTail(silu, 1));
+  sq.SetTailCounters(fake_counters, 8960 / 32);
+  EXPECT_TRUE(sq.FuseTail(silu, 1));
+  // A further matrix over the same activations starts a product of its own (which takes a bias).
+  ASSERT_EQ(sq.AddMatVec(matrix(8960), out(at(22), 8960), at(3), xq, 1), cudaSuccess);
+  EXPECT_TRUE(sq.FuseBias(at(22), 1, 8960, at(51)));
+
+  // q/k/v of 12 and 2 heads of 128: the rope joins; not with a head size the block rounds straddle, nor
+  // with fewer counters than q and k heads.
+  sq.SetTailCounters(fake_counters, 64);
+  ASSERT_EQ(sq.AddMatVec(matrix(1536), out(at(30), 1536), at(40), xq, 1), cudaSuccess);
+  ASSERT_EQ(sq.AddMatVec(matrix(256), out(at(31), 256), at(40), xq, 1), cudaSuccess);
+  ASSERT_EQ(sq.AddMatVec(matrix(256), out(at(32), 256), at(40), xq, 1), cudaSuccess);
+  MatVecTail rope;
+  rope.kind = TailKind::kRopeKvWrite;
+  rope.rq = at(30);
+  rope.q_cols = 1536;
+  rope.k = at(31);
+  rope.v = at(32);
+  rope.head_dim = 128;
+  rope.kv.n_kv_head = 2;
+  rope.kv.head_dim = 128;
+  sq.SetTailCounters(fake_counters, 13);
+  EXPECT_FALSE(sq.FuseTail(rope, 1));
+  sq.SetTailCounters(fake_counters, 14);
+  MatVecTail odd = rope;
+  odd.head_dim = 126;
+  EXPECT_FALSE(sq.FuseTail(odd, 1));
+  EXPECT_TRUE(sq.FuseTail(rope, 1));
+  sq.Discard();
+
+  // Without counters no tail joins.
+  sq.SetTailCounters(nullptr, 0);
+  sq.Begin({1}, true);
+  ASSERT_EQ(sq.AddMatVec(matrix(1536), out(at(1), 1536), at(10), xq, 1), cudaSuccess);
+  ASSERT_TRUE(sq.FuseResidual(at(2), at(1), 1, 1536));
+  EXPECT_FALSE(sq.FuseTail(norm, 1));
+  sq.Discard();
 }
 
 TEST(CudaWeights, DeviceLayoutsMeanWhatTheGgufRowsMean) {
