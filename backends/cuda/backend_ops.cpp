@@ -64,7 +64,9 @@ void CudaBackend::RmsNorm(Tensor x, BoundWeight w, Tensor y, float eps) {
   if (q_.FuseTail(t, rows)) return shadow ? Shadowed(y) : Written(y);
   uint32_t eps_bits;
   std::memcpy(&eps_bits, &eps, 4);
-  Queue("RmsNorm", {U(xs), U(wv), U(ys), U(rows), U(cols), eps_bits, U(q), U(d)},
+  Queue("RmsNorm",
+        {U(xs), U(wv), U(ys), U(rows), U(cols), eps_bits, U(q), U(d),
+         static_cast<uint64_t>(TailInKernel(TailKind::kRmsNorm))},  // which order the kernel sums in
         [=](cudaStream_t s) { return fak::cuda::RmsNorm(xs, wv, ys, rows, cols, eps, q, d, s); });
   shadow ? Shadowed(y) : Written(y);
 }

@@ -629,9 +629,18 @@ TEST(CudaOps, MatMulRowsAreBitIdenticalAloneAndInABatch) {
   const struct {
     GgmlType type;
     int64_t cols;
-  } cases[] = {{GgmlType::kQ8_0, 256},  {GgmlType::kQ8_0, 896},  {GgmlType::kQ8_0, 2048},
-               {GgmlType::kQ8_0, 4608}, {GgmlType::kQ4_K, 2048}, {GgmlType::kQ4_K, 4608},
-               {GgmlType::kQ6_K, 1536}, {GgmlType::kQ6_K, 4608}, {GgmlType::kBF16, 2048}};
+  } cases[] = {{GgmlType::kQ8_0, 256},
+               {GgmlType::kQ8_0, 896},
+               {GgmlType::kQ8_0, 2048},
+               {GgmlType::kQ8_0, 4608},
+               {GgmlType::kQ4_K, 2048},
+               {GgmlType::kQ4_K, 4608},
+               {GgmlType::kQ6_K, 1536},
+               {GgmlType::kQ6_K, 4608},
+               {GgmlType::kBF16, 2048},
+               // Four pieces with a partial last segment; four rounds per piece.
+               {GgmlType::kQ8_0, 4128},
+               {GgmlType::kQ4_K, 16384}};
   // FAK_CUDA_MATVEC_FOLD=1: one warp per row of four pieces instead of four (the same bits).
   for (const char* fold : {"0", "1"})
     for (const auto& c : cases) {
@@ -772,10 +781,13 @@ TEST(CudaOps, TailsGiveTheBitsOfTheirOwnKernels) {
   };
 
   // RMS norm after a product whose epilogue adds into the residual.
+  // (8,192: wider than both kernels' registers; 1,000: not whole runs, no shadow.)
   for (const auto& [type, d, cin] :
        {std::tuple{GgmlType::kQ8_0, 1536, 1536}, std::tuple{GgmlType::kQ4_K, 2560, 4096},
-        std::tuple{GgmlType::kQ6_K, 896, 4608}, std::tuple{GgmlType::kBF16, 2048, 2048}}) {
+        std::tuple{GgmlType::kQ6_K, 896, 4608}, std::tuple{GgmlType::kBF16, 2048, 2048},
+        std::tuple{GgmlType::kQ8_0, 8192, 1536}, std::tuple{GgmlType::kQ8_0, 1000, 1536}}) {
     SCOPED_TRACE(fmt::format("norm {} {}x{}", GgmlTypeName(type), d, cin));
+    const bool shadow = d % 32 == 0;
     const DevMatrix w(type, d, cin, 11);
     DevBuf<float> x(static_cast<size_t>(cin)), xd(static_cast<size_t>(cin / 32)), y(static_cast<size_t>(d)),
         res(static_cast<size_t>(d)), nw(Random(static_cast<size_t>(d), 12, 0.5f)), h(static_cast<size_t>(d)),
@@ -793,8 +805,8 @@ TEST(CudaOps, TailsGiveTheBitsOfTheirOwnKernels) {
     job.tail.y = h.p;
     job.tail.cols = d;
     job.tail.eps = 1e-6f;
-    job.tail.q = hq.p;
-    job.tail.d = hd.p;
+    job.tail.q = shadow ? hq.p : nullptr;
+    job.tail.d = shadow ? hd.p : nullptr;
     const std::vector<float> res0 = Random(static_cast<size_t>(d), 14, 4.0f);
     check(job, x.p, {xq.p, xd.p},
           {[&] { res.Set(res0); },
