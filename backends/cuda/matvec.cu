@@ -358,12 +358,11 @@ __device__ __forceinline__ void SiluGroup(const MatVecTail& t, int64_t j) {
 // starts at `base` (KvPageBase, found before the wait for the previous kernel).
 __device__ __forceinline__ void KvStore(const MatVecTail& t, void* base, uint32_t pos, int which, int64_t h,
                                         int64_t i, float value) {
-  const int64_t at = ((t.layer * 2 + which) * t.kv.n_kv_head + h) * t.kv.page_tokens * t.head_dim +
-                     static_cast<int64_t>(pos % static_cast<uint32_t>(t.kv.page_tokens)) * t.head_dim + i;
+  const int64_t at = KvElement(t.kv, t.layer, which, h, pos, i);
   if (t.kv.f32) {
-    static_cast<float*>(base)[at] = value;
+    KvPut(static_cast<float*>(base), at, value);
   } else {
-    static_cast<__half*>(base)[at] = __float2half_rn(value);
+    KvPut(static_cast<__half*>(base), at, value);
   }
 }
 

@@ -136,22 +136,13 @@ __global__ void KvWriteKernel(DeviceKv kv, DeviceBatch b, int64_t layer, const f
   AfterPrevious();
   const int64_t row = blockIdx.x;
   const int64_t width = kv.n_kv_head * kv.head_dim;
-  const auto pos = static_cast<uint32_t>(b.positions[row]), pt = static_cast<uint32_t>(kv.page_tokens);
-  const int32_t page = b.pages[b.page_begin[b.row_seq[row]] + pos / pt];
-  T* base = static_cast<T*>(kv.page_ptr[page]);
-  const int64_t block = kv.page_tokens * kv.head_dim, off = static_cast<int64_t>(pos % pt) * kv.head_dim;
+  uint32_t pos = 0;
+  T* base = KvPageBase<T>(kv, b, row, &pos);
   const auto hd = static_cast<uint32_t>(kv.head_dim);
   for (uint32_t t = threadIdx.x; t < width; t += blockDim.x) {
     const uint32_t h = t / hd, i = t % hd;
-    T* kd = base + ((layer * 2 + 0) * kv.n_kv_head + h) * block + off;
-    T* vd = base + ((layer * 2 + 1) * kv.n_kv_head + h) * block + off;
-    if constexpr (sizeof(T) == 2) {
-      kd[i] = __float2half_rn(k[row * width + t]);
-      vd[i] = __float2half_rn(v[row * width + t]);
-    } else {
-      kd[i] = k[row * width + t];
-      vd[i] = v[row * width + t];
-    }
+    KvPut(base, KvElement(kv, layer, 0, h, pos, i), k[row * width + t]);
+    KvPut(base, KvElement(kv, layer, 1, h, pos, i), v[row * width + t]);
   }
 }
 

@@ -114,6 +114,25 @@ __device__ __forceinline__ T* KvPageBase(const DeviceKv& kv, const DeviceBatch& 
   return static_cast<T*>(kv.page_ptr[page]);
 }
 
+// Where element i of head h of the row at position `pos` goes in its KV page: block (layer, keys (0) or
+// values (1), head) of page_tokens rows of head_dim elements.
+__device__ __forceinline__ int64_t KvElement(const DeviceKv& kv, int64_t layer, int which, int64_t h, uint32_t pos,
+                                             int64_t i) {
+  const int64_t block = kv.page_tokens * kv.head_dim;
+  return ((layer * 2 + which) * kv.n_kv_head + h) * block +
+         static_cast<int64_t>(pos % static_cast<uint32_t>(kv.page_tokens)) * kv.head_dim + i;
+}
+
+// Stores `value` as the cache's element type (f16 rounds to nearest).
+template <typename T>
+__device__ __forceinline__ void KvPut(T* base, int64_t at, float value) {
+  if constexpr (sizeof(T) == 2) {
+    base[at] = __float2half_rn(value);
+  } else {
+    base[at] = value;
+  }
+}
+
 // Rope of row `row` of q (q_cols wide; null: none) and of k, then the KV store of k and v at the row's
 // position (base and pos from KvPageBase), by one block. Each thread rotates whole pairs, so no element
 // is read after another thread wrote it. Index arithmetic in 32 bits (a 64-bit division by a runtime
@@ -124,7 +143,6 @@ __device__ __forceinline__ void RopeKvWriteRow(int64_t row, float* q, int64_t q_
                                                const DeviceKv& kv, int64_t layer, T* base, uint32_t pos) {
   const int64_t nq = q != nullptr ? q_cols / head_dim : 0, width = kv.n_kv_head * head_dim;
   const auto uhalf = static_cast<uint32_t>(half), hd = static_cast<uint32_t>(head_dim);
-  const auto pt = static_cast<uint32_t>(kv.page_tokens);
   for (uint32_t t = threadIdx.x; t < nq * uhalf; t += blockDim.x) {
     const uint32_t h = t / uhalf, i = t % uhalf;
     float* x = q + row * q_cols + h * head_dim;
@@ -133,14 +151,8 @@ __device__ __forceinline__ void RopeKvWriteRow(int64_t row, float* q, int64_t q_
     x[a] = RotA(x0, x1, cv, sv);
     x[c] = RotB(x0, x1, cv, sv);
   }
-  const int64_t block = kv.page_tokens * head_dim, off = static_cast<int64_t>(pos % pt) * head_dim;
-  auto store = [&](int64_t which, int64_t h, int64_t i, float value) {
-    T* dst = base + ((layer * 2 + which) * kv.n_kv_head + h) * block + off + i;
-    if constexpr (sizeof(T) == 2) {
-      *dst = __float2half_rn(value);
-    } else {
-      *dst = value;
-    }
+  auto store = [&](int which, int64_t h, int64_t i, float value) {
+    KvPut(base, KvElement(kv, layer, which, h, pos, i), value);
   };
   for (uint32_t t = threadIdx.x; t < kv.n_kv_head * uhalf; t += blockDim.x) {
     const uint32_t h = t / uhalf, i = t % uhalf;
