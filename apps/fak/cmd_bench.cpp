@@ -2,7 +2,8 @@
 // tokens one at a time from an empty context. Each test runs once to warm up, then -r times; the
 // report gives mean ± stddev in tokens/s and, for decode, the weights' read rate against the memory
 // bandwidth the backend measures first (Backend::MeasureBandwidth), plus load time and peak RSS.
-// fak bench kernels: the CPU kernel roofline benchmark.
+// fak bench kernels: the CPU kernel roofline benchmark; with --backend cuda, the CUDA matrix-vector
+// products at real models' shapes against the device copy bandwidth.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -22,6 +23,9 @@
 #include "core/timer.h"
 #include "engine/session.h"
 #include "quant/ggml_type.h"  // GgmlTypeFromName
+#ifdef FAK_HAVE_CUDA
+#include "backends/cuda/kernel_bench.h"  // RunCudaKernelBench
+#endif
 
 namespace fak::cli {
 namespace {
@@ -112,7 +116,39 @@ void RegisterBench(CLI::App& app, Context& ctx) {
   kern->add_option("--tokens", ko.matmul_tokens, "Tokens of the matrix-matrix benchmark");
   static bool matmul_only = false;
   kern->add_flag("--matmul-only", matmul_only, "Skip the matrix-vector part");
-  kern->callback([&ctx]() {
+  static std::string kern_backend = "cpu";
+  kern->add_option("--backend", kern_backend, "cpu, or cuda: the GPU's matrix-vector products");
+  static std::vector<std::string> kern_shapes, kern_settings;
+  static int kern_rounds = 2;
+  kern->add_option(
+      "--shape", kern_shapes,
+      "cuda: NAME:ROWS[+ROWS]xCOLS, matrices of one launch (repeatable; default: 1.5B, 7B, 27B)");
+  kern->add_option("--setting", kern_settings,
+                   "cuda: KEY=VALUE[,KEY=VALUE] of the environment to compare with the default (repeatable)");
+  kern->add_option("--rounds", kern_rounds, "cuda: alternating rounds over the settings");
+  kern->callback([&ctx, kern]() {
+    if (kern_backend == "cuda") {
+#ifdef FAK_HAVE_CUDA
+      cuda::CudaKernelBenchOptions co;
+      co.types = kern_types;
+      co.shapes = kern_shapes;
+      co.settings = kern_settings;
+      co.rounds = kern_rounds;
+      if (kern->count("--seconds") > 0) co.min_seconds = ko.min_seconds;
+      if (Status s = cuda::RunCudaKernelBench(co); !s.ok()) ctx.exit_code = Fail(s.ToString());
+#else
+      ctx.exit_code = Fail("bench kernels --backend cuda: this build of fak has no CUDA backend");
+#endif
+      return;
+    }
+    if (kern_backend != "cpu") {
+      ctx.exit_code = UsageError("bench kernels: --backend is cpu or cuda, not '" + kern_backend + "'");
+      return;
+    }
+    if (!kern_shapes.empty() || !kern_settings.empty()) {
+      ctx.exit_code = UsageError("bench kernels: --shape and --setting are for --backend cuda");
+      return;
+    }
     ko.matvec = !matmul_only;
     ko.types.clear();
     for (const std::string& name : kern_types) {
