@@ -29,10 +29,12 @@ struct Shape {
 // The products of one layer (and the output layer) of each geometry. The 27B's attention q is 24 heads
 // of 256 with their gates; its Gated-DeltaNet input is q, k (16 heads of 128 each) and v (48 of 128).
 const char* const kDefaultShapes[] = {
-    "1.5b-qkv:1536+256+256x1536", "1.5b-o:1536x1536",        "1.5b-gate-up:8960+8960x1536",
-    "1.5b-down:1536x8960",        "1.5b-output:151936x1536", "7b-qkv:3584+512+512x3584",
-    "7b-gate-up:18944+18944x3584", "7b-down:3584x18944",     "27b-deltanet-in:10240x5120",
-    "27b-attn-q:12288x5120",      "27b-gate-up:17408+17408x5120", "27b-down:5120x17408",
+    "1.5b-qkv:1536+256+256x1536",   "1.5b-o:1536x1536",
+    "1.5b-gate-up:8960+8960x1536",  "1.5b-down:1536x8960",
+    "1.5b-output:151936x1536",      "7b-qkv:3584+512+512x3584",
+    "7b-gate-up:18944+18944x3584",  "7b-down:3584x18944",
+    "27b-deltanet-in:10240x5120",   "27b-attn-q:12288x5120",
+    "27b-gate-up:17408+17408x5120", "27b-down:5120x17408",
 };
 
 Result<Shape> ParseShape(std::string_view text) {
@@ -61,7 +63,8 @@ Result<Shape> ParseShape(std::string_view text) {
     rows = plus == std::string_view::npos ? std::string_view() : rows.substr(plus + 1);
   }
   const auto cols = number(dims.substr(x + 1));
-  if (!cols || *cols % 256 != 0) return InvalidArgument("shape '{}': columns must be a multiple of 256", text);
+  if (!cols || *cols % 256 != 0)
+    return InvalidArgument("shape '{}': columns must be a multiple of 256", text);
   if (s.rows.empty() || s.rows.size() > MatVecJob::kMax)
     return InvalidArgument("shape '{}': 1 to {} matrices per launch", text, MatVecJob::kMax);
   s.cols = *cols;
@@ -238,8 +241,8 @@ Status RunCudaKernelBench(const CudaKernelBenchOptions& options) {
     shapes.push_back(std::move(shape));
   }
   std::vector<std::pair<std::string, MatFormat>> formats;
-  for (const std::string& t : options.types.empty() ? std::vector<std::string>{"q8_0", "q4_k", "q6_k"}
-                                                    : options.types) {
+  for (const std::string& t :
+       options.types.empty() ? std::vector<std::string>{"q8_0", "q4_k", "q6_k"} : options.types) {
     const auto f = FormatOf(t);
     if (!f) return InvalidArgument("bench kernels --backend cuda: no matrix-vector kernel for type '{}'", t);
     formats.emplace_back(t, *f);
@@ -260,7 +263,8 @@ Status RunCudaKernelBench(const CudaKernelBenchOptions& options) {
     return Unsupported("bench kernels --backend cuda: no CUDA device");
   }
   cudaStream_t stream = nullptr;
-  FAK_RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "creating a stream"));
+  FAK_RETURN_IF_ERROR(
+      CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "creating a stream"));
   struct StreamGuard {
     cudaStream_t s;
     ~StreamGuard() { cudaStreamDestroy(s); }
@@ -284,12 +288,13 @@ Status RunCudaKernelBench(const CudaKernelBenchOptions& options) {
     for (const auto& [type_name, format] : formats) {
       DeviceBuffers mem;
       int64_t set_bytes = 0;
-      for (int64_t r : shape.rows) set_bytes += r * (QBytes(format, shape.cols) + 2 * ScaleCount(format, shape.cols));
-      const int64_t copies =
-          std::clamp<int64_t>((4 * static_cast<int64_t>(prop.l2CacheSize) + set_bytes - 1) / set_bytes, 1, 256);
+      for (int64_t r : shape.rows)
+        set_bytes += r * (QBytes(format, shape.cols) + 2 * ScaleCount(format, shape.cols));
+      const int64_t copies = std::clamp<int64_t>(
+          (4 * static_cast<int64_t>(prop.l2CacheSize) + set_bytes - 1) / set_bytes, 1, 256);
       if (copies * set_bytes > (int64_t{6} << 30)) {
         return OutOfRange("shape {}: {} copies of {} MB do not fit the bench's 6 GiB", shape.name, copies,
-                                 set_bytes / 1000000);
+                          set_bytes / 1000000);
       }
       // Copy 0 from the host, the rest copied on the device; every copy's matrices in one job.
       std::vector<MatVecJob> jobs(static_cast<size_t>(copies));
@@ -316,15 +321,15 @@ Status RunCudaKernelBench(const CudaKernelBenchOptions& options) {
             FAK_ASSIGN_OR_RETURN(d, mem.Alloc<uint16_t>(hd.size() * 2, "scales"));
           }
           const MatVecJob& first = jobs[0];
-          FAK_RETURN_IF_ERROR(CudaStatus(
-              c == 0 ? cudaMemcpy(q, hq.data(), hq.size(), cudaMemcpyHostToDevice)
-                     : cudaMemcpy(q, first.w[m].q, hq.size(), cudaMemcpyDeviceToDevice),
-              "uploading weights"));
+          FAK_RETURN_IF_ERROR(
+              CudaStatus(c == 0 ? cudaMemcpy(q, hq.data(), hq.size(), cudaMemcpyHostToDevice)
+                                : cudaMemcpy(q, first.w[m].q, hq.size(), cudaMemcpyDeviceToDevice),
+                         "uploading weights"));
           if (d != nullptr) {
-            FAK_RETURN_IF_ERROR(CudaStatus(
-                c == 0 ? cudaMemcpy(d, hd.data(), hd.size() * 2, cudaMemcpyHostToDevice)
-                       : cudaMemcpy(d, first.w[m].d, hd.size() * 2, cudaMemcpyDeviceToDevice),
-                "uploading scales"));
+            FAK_RETURN_IF_ERROR(
+                CudaStatus(c == 0 ? cudaMemcpy(d, hd.data(), hd.size() * 2, cudaMemcpyHostToDevice)
+                                  : cudaMemcpy(d, first.w[m].d, hd.size() * 2, cudaMemcpyDeviceToDevice),
+                           "uploading scales"));
           }
           MatVecJob& job = jobs[static_cast<size_t>(c)];
           job.count = static_cast<int>(m + 1);
@@ -340,11 +345,14 @@ Status RunCudaKernelBench(const CudaKernelBenchOptions& options) {
       for (int8_t& v : hxq) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
       for (float& v : hxd) v = 0.01f * (1.0f + uni(rng));
       FAK_ASSIGN_OR_RETURN(float* x, mem.Alloc<float>(hx.size() * 4, "activations"));
-      FAK_ASSIGN_OR_RETURN(int8_t* xq, mem.Alloc<int8_t>(hxq.size(), "activations"));
+      FAK_ASSIGN_OR_RETURN(int8_t * xq, mem.Alloc<int8_t>(hxq.size(), "activations"));
       FAK_ASSIGN_OR_RETURN(float* xd, mem.Alloc<float>(hxd.size() * 4, "activations"));
-      FAK_RETURN_IF_ERROR(CudaStatus(cudaMemcpy(x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice), "upload"));
-      FAK_RETURN_IF_ERROR(CudaStatus(cudaMemcpy(xq, hxq.data(), hxq.size(), cudaMemcpyHostToDevice), "upload"));
-      FAK_RETURN_IF_ERROR(CudaStatus(cudaMemcpy(xd, hxd.data(), hxd.size() * 4, cudaMemcpyHostToDevice), "upload"));
+      FAK_RETURN_IF_ERROR(
+          CudaStatus(cudaMemcpy(x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice), "upload"));
+      FAK_RETURN_IF_ERROR(
+          CudaStatus(cudaMemcpy(xq, hxq.data(), hxq.size(), cudaMemcpyHostToDevice), "upload"));
+      FAK_RETURN_IF_ERROR(
+          CudaStatus(cudaMemcpy(xd, hxd.data(), hxd.size() * 4, cudaMemcpyHostToDevice), "upload"));
 
       // One graph per setting: launches through the copies, at least 64.
       const int64_t launches = std::max<int64_t>(64, copies);
@@ -362,13 +370,13 @@ Status RunCudaKernelBench(const CudaKernelBenchOptions& options) {
         // The output of one launch, for the bit comparison between settings.
         FAK_RETURN_IF_ERROR(CudaStatus(MatVec(jobs[0], x, Q8Act{xq, xd}, 1, stream), "a product"));
         outputs[s].resize(static_cast<size_t>(total_rows));
-        FAK_RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(outputs[s].data(), y, outputs[s].size() * 4,
-                                                       cudaMemcpyDeviceToHost, stream),
-                                       "reading the outputs"));
+        FAK_RETURN_IF_ERROR(CudaStatus(
+            cudaMemcpyAsync(outputs[s].data(), y, outputs[s].size() * 4, cudaMemcpyDeviceToHost, stream),
+            "reading the outputs"));
         FAK_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream), "a product"));
         cudaGraph_t graph = nullptr;
-        FAK_RETURN_IF_ERROR(
-            CudaStatus(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capturing a graph"));
+        FAK_RETURN_IF_ERROR(CudaStatus(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+                                       "capturing a graph"));
         cudaError_t launch = cudaSuccess;
         for (int64_t i = 0; i < launches && launch == cudaSuccess; ++i)
           launch = MatVec(jobs[static_cast<size_t>(i % copies)], x, Q8Act{xq, xd}, 1, stream);
@@ -387,7 +395,10 @@ Status RunCudaKernelBench(const CudaKernelBenchOptions& options) {
           const bool same = std::memcmp(outputs[s].data(), outputs[0].data(), outputs[0].size() * 4) == 0;
           fmt::print(out, "| {} | {} | {:.1f} | {} | {} | {:.2f} | {:.0f} | {:.1f}% | {} |\n", shape.name,
                      type_name, static_cast<double>(set_bytes) / 1e6, names[s], round, us, gbs,
-                     100.0 * gbs / copy_gbs, s == 0 ? "reference" : same ? "same" : "DIFFER");
+                     100.0 * gbs / copy_gbs,
+                     s == 0 ? "reference"
+                     : same ? "same"
+                            : "DIFFER");
           std::fflush(out);
           if (s > 0 && !same) {
             return Internal("shape {} {}: setting '{}' gives other bits than the default", shape.name,
