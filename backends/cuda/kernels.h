@@ -139,10 +139,11 @@ struct MatVecJob {
 // Batches of several rows of the quantized formats go to SmallQuantGemm or QuantGemm, which give the
 // same bits.
 cudaError_t MatVec(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, cudaStream_t stream);
-// The same for one activation row of a quantized format, no tail, as a stream of each warp's rows
-// (matvec_stream.cu): the same bits. Taken by MatVec while MatVecStreamOn (FAK_CUDA_MATVEC_STREAM=1).
-bool MatVecStreamOn();
-cudaError_t MatVecStream(const MatVecJob& job, Q8Act xq, cudaStream_t stream);
+// The same for one activation row of a quantized format and no tail, a warp per whole row (matvec_rows.cu):
+// the same bits. MatVec takes it where MatVecRowsTakes (FAK_CUDA_MATVEC_ROWS=0: never, for comparisons).
+constexpr int64_t kMatVecRowsMaxCols = 32768;  // the activation row is staged in shared memory
+bool MatVecRowsTakes(const MatVecJob& job, int64_t n);
+cudaError_t MatVecRows(const MatVecJob& job, Q8Act xq, cudaStream_t stream);
 // The same for the quantized formats on the tensor cores (gemm.cu): tiles of 64 weight rows x 64
 // activation rows, int8 mma for each block's integer dot, the terms summed in qblock.cuh's order.
 cudaError_t QuantGemm(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t stream);

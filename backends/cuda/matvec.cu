@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <type_traits>
 
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/pdl.cuh"
@@ -87,49 +86,6 @@ struct Q4_K {
       const int4 x0 = Load16(xp), x1 = Load16(xp + 16);
       t[r] = Q4_KTerm(Dot16(n0, x0) + Dot16(n1, x1) + kExactBias, ExactFloat(Sum16(x0) + Sum16(x1)), ds, dm,
                       x.d[row * nb + b]);
-    }
-  }
-};
-
-// Q4_K with each 16-byte run of nibbles loaded once: lane k of a segment's 8 loads run k of the
-// super-block's 128 bytes of nibbles, which holds half of sub-block 2 (k / 2) (low nibbles) and half of
-// sub-block 2 (k / 2) + 1 (high), and lanes k and k ^ 1 trade halves, so lane k ends with the integer
-// dot and activation sum of sub-block k as Q4_K's lane does: the same terms (integer sums are exact in
-// any order) from two 16-byte weight loads per lane instead of three. The 8 lanes of a segment are
-// active together (cols is a multiple of 256), which the trade's shuffles need.
-// FAK_CUDA_Q4K_HALVES=1 (one activation row, no tail): off by default until measured.
-struct Q4_KHalves {
-  static constexpr bool kQuant = true;
-  static __device__ int64_t RowBytes(int64_t cols) { return Q4_K::RowBytes(cols); }
-  static __device__ int64_t ScaleBytes(int64_t cols) { return Q4_K::ScaleBytes(cols); }
-  template <int R>
-  static __device__ void Terms(const DeviceMatrix& w, Q8Act x, int64_t o, int64_t b, int64_t r0, int nr,
-                               float* t) {
-    const int64_t nb = w.cols / 32;
-    const int s = static_cast<int>(b & 7), h = s & 1;
-    const unsigned group = 0xFFu << (threadIdx.x & 24);
-    const uint8_t* blk = w.q + (o * (w.cols / 256) + (b >> 3)) * 144;
-    const int4 head = Load16(blk);
-    const int4 run = Load16(blk + 16 + 16 * s);
-    const int4 lo = And(run, 0x0F0F0F0F), hi = And(Shr(run, 4), 0x0F0F0F0F);
-    const uint8_t* hb = reinterpret_cast<const uint8_t*>(&head);
-    int sc, m;
-    Q4_KScaleMin(hb + 4, s, &sc, &m);
-    const float ds = __fmul_rn(Half(static_cast<uint16_t>(head.x & 0xFFFF)), static_cast<float>(sc));
-    const float dm =
-        __fmul_rn(Half(static_cast<uint16_t>(static_cast<unsigned>(head.x) >> 16)), static_cast<float>(m));
-    const int64_t b_lo = (b & ~int64_t{7}) + (s & 6);  // the sub-block of this run's low nibbles
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      if (r >= nr) break;
-      const int64_t row = r0 + r;
-      const int8_t* xp = x.q + row * w.cols + b_lo * 32 + 16 * h;
-      const int4 x_lo = Load16(xp), x_hi = Load16(xp + 32);
-      const int d_lo = Dot16(lo, x_lo), d_hi = Dot16(hi, x_hi), s_lo = Sum16(x_lo), s_hi = Sum16(x_hi);
-      const int got_d = __shfl_xor_sync(group, h != 0 ? d_lo : d_hi, 1);
-      const int got_s = __shfl_xor_sync(group, h != 0 ? s_lo : s_hi, 1);
-      const int dot = (h != 0 ? d_hi : d_lo) + got_d, xsum = (h != 0 ? s_hi : s_lo) + got_s;
-      t[r] = Q4_KTerm(dot + kExactBias, ExactFloat(xsum), ds, dm, x.d[row * nb + b]);
     }
   }
 };
@@ -602,7 +558,7 @@ cudaError_t LaunchR(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, c
   const int rounds = RowRounds(blocks(kRowsPerBlock));
   const dim3 grid(static_cast<unsigned>(blocks(int64_t{kRowsPerBlock} * rounds)),
                   static_cast<unsigned>((n + R - 1) / R));
-  if constexpr (R == 1 && !std::is_same_v<F, Q4_KHalves>) {
+  if constexpr (R == 1) {
     switch (job.tail.kind) {
       case TailKind::kNone: break;
       case TailKind::kRmsNorm:
@@ -623,16 +579,8 @@ bool FoldPieces() {
   return v != nullptr && v[0] == '1';
 }
 
-bool Q4KHalves() {
-  const char* v = std::getenv("FAK_CUDA_Q4K_HALVES");
-  return v != nullptr && v[0] == '1';
-}
-
 template <class F, int R>
 cudaError_t LaunchW(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, cudaStream_t s) {
-  if constexpr (std::is_same_v<F, Q4_K> && R == 1) {
-    if (job.tail.kind == TailKind::kNone && Q4KHalves()) return LaunchW<Q4_KHalves, 1>(job, x, xq, n, s);
-  }
   if (WarpsPerRow<F>(job.w[0].cols) == kWarps) {
     if constexpr (F::kQuant && R == 1) {
       if (FoldPieces()) return LaunchR<F, R, 1, true>(job, x, xq, n, s);
@@ -690,9 +638,7 @@ cudaError_t MatVec(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, cu
     if (const cudaError_t e = MatVec(plain, x, xq, n, stream); e != cudaSuccess) return e;
     return LaunchTail(job.tail, n, stream);
   }
-  if (n == 1 && job.tail.kind == TailKind::kNone && ReadsQ8(job.w[0].format) && MatVecStreamOn()) {
-    return MatVecStream(job, xq, stream);
-  }
+  if (MatVecRowsTakes(job, n)) return MatVecRows(job, xq, stream);
   if (job.w[0].format == MatFormat::kQ8_0 && n >= kSmallGemmMinRows && n <= kSmallGemmMaxRows) {
     return SmallQuantGemm(job, xq, n, stream);
   }
