@@ -83,11 +83,18 @@ TEST(CudaModel, HfFixturesMatchTransformersAndTheCpuPath) {
 TEST(CudaModel, DecodeIsBitIdenticalAloneAndInABatchOfEight) {
   SKIP_WITHOUT_GPU();
   // llama.cpp's Q4_K_M mix (q4_k and q6_k matrices) as it is, and requantized to q8_0 at load; with the
-  // row ops as their own launches and inside the one-row products (the batch's steps launch them apart).
-  for (const char* tails : {"0", "1"}) {
+  // row ops as their own launches and inside the one-row products (the batch's steps launch them apart);
+  // the one-row products by the whole-row kernel on every matrix (FAK_CUDA_MATVEC_ROWS=1; by default
+  // these small matrices take the previous kernel).
+  const struct {
+    const char* tails;
+    const char* rows;
+  } modes[] = {{"0", "1"}, {"0", "0"}, {"1", "0"}};
+  for (const auto& mode : modes) {
     for (WeightQuant quant : {WeightQuant::kKeep, WeightQuant::kQ8_0}) {
-      const ScopedEnv tails_env("FAK_CUDA_TAILS", tails);
-      SCOPED_TRACE(std::string(WeightQuantName(quant)) + " tails " + tails);
+      const ScopedEnv tails_env("FAK_CUDA_TAILS", mode.tails), rows_env("FAK_CUDA_MATVEC_ROWS", mode.rows);
+      SCOPED_TRACE(std::string(WeightQuantName(quant)) + " tails " + mode.tails + " rows kernel " +
+                   mode.rows);
       auto m = LoadFor("../shared/fixtures/llamacpp-tiny/tiny-llama-q4_k_m.gguf", quant, true);
       ASSERT_TRUE(m.ok()) << m.status().ToString();
       auto rt = Runtime::Create(

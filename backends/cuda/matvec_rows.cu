@@ -190,6 +190,15 @@ __global__ void __launch_bounds__(kWarps * 32) MatVecRowsKernel(MatVecJob job, Q
     const auto* ps = reinterpret_cast<const uint8_t*>(job.w[k].d) + o * sbytes;
     for (int off = lane * 128; off < sbytes; off += 32 * 128) PrefetchL2(ps + off);
   };
+  // The first round's weights into registers before the wait (weights no kernel writes), the rest of
+  // the warp's first row into L2.
+  const int j2 = 2 * (lane & 3), gl = lane >> 2;
+  int k = 0, o = 0;
+  typename F::Raw cur{};
+  if (row < total_rows) {
+    locate(row, &k, &o);
+    if (gl < ng) cur = F::Fetch(job.w[k], o, 8 * gl + j2, nb);
+  }
   prefetch(row);
   AfterPrevious();
 
@@ -211,12 +220,7 @@ __global__ void __launch_bounds__(kWarps * 32) MatVecRowsKernel(MatVecJob job, Q
   const int pieces = QuantPieces(cols);
   auto piece_end = [&](int p) { return p + 1 < pieces ? ng * (p + 1) / pieces : INT_MAX; };
 
-  const int j2 = 2 * (lane & 3), gl = lane >> 2;
-  int k, o;
-  locate(row, &k, &o);
   int r = 0;
-  typename F::Raw cur{};
-  if (gl < ng) cur = F::Fetch(job.w[k], o, 8 * gl + j2, nb);
   float acc = 0.0f, total = 0.0f;
   int p = 0, end = piece_end(0);
   while (true) {
@@ -284,17 +288,48 @@ cudaError_t LaunchRows(const MatVecJob& job, Q8Act xq, cudaStream_t s) {
                 static_cast<int>(rows));
 }
 
+// Resident warps of the format's kernel for rows of `cols`.
+template <class F>
+int64_t ResidentWarps(int cols) {
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, MatVecRowsKernel<F>, kWarps * 32,
+                                                    StagedBytes(cols)) != cudaSuccess) {
+    cudaGetLastError();
+    per_sm = 1;
+  }
+  return int64_t{kWarps} * std::max(1, per_sm) * std::max(1, MultiprocessorCount());
+}
+
 }  // namespace
 
+// Where it pays, measured on an H200 (fak bench kernels --backend cuda, 2026-12-06): rows of at least one
+// full round (2,048 columns), and at least two rows per resident warp. With fewer rows a warp's rounds
+// run one after another with one round in flight, where the previous kernel has four warps on a row
+// (7B and 27B down projections: 1.24 against 1.49 and 1.60 TB/s at Q4_K); at 1,536 columns a quarter of
+// the lanes idle (1.5B gate/up at Q8_0: 2.18 against 2.35). Taken: the 7B gate/up (1.81 against 1.75
+// at Q4_K, 3.08 against 2.83 at Q8_0), the 27B gate/up, attention q and Gated-DeltaNet input (Q4_K
+// 1.67, 1.35, 1.44 against 1.12, 1.09, 1.08).
 bool MatVecRowsTakes(const MatVecJob& job, int64_t n) {
   if (n != 1 || job.tail.kind != TailKind::kNone || !ReadsQ8(job.w[0].format)) return false;
   const char* v = std::getenv("FAK_CUDA_MATVEC_ROWS");
   if (v != nullptr && v[0] == '0') return false;
+  const bool always = v != nullptr && v[0] == '1';  // every shape it can take (tests, comparisons)
   int64_t rows = 0;
   for (int k = 0; k < job.count; ++k) rows += job.w[k].rows;
   const int64_t cols = job.w[0].cols;
-  return cols <= kMatVecRowsMaxCols && rows < (int64_t{1} << 30) &&
-         (job.w[0].format == MatFormat::kQ8_0 ? cols % 32 == 0 : cols % 256 == 0);
+  if (cols > kMatVecRowsMaxCols || rows >= (int64_t{1} << 30) ||
+      (job.w[0].format == MatFormat::kQ8_0 ? cols % 32 != 0 : cols % 256 != 0)) {
+    return false;
+  }
+  if (always) return true;
+  if (cols < 2048) return false;
+  const int c = static_cast<int>(cols);
+  switch (job.w[0].format) {
+    case MatFormat::kQ8_0: return rows >= 2 * ResidentWarps<RowsQ8_0>(c);
+    case MatFormat::kQ4_K: return rows >= 2 * ResidentWarps<RowsQ4_K>(c);
+    case MatFormat::kQ6_K: return rows >= 2 * ResidentWarps<RowsQ6_K>(c);
+    default: return false;
+  }
 }
 
 cudaError_t MatVecRows(const MatVecJob& job, Q8Act xq, cudaStream_t stream) {
