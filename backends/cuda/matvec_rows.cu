@@ -190,15 +190,6 @@ __global__ void __launch_bounds__(kWarps * 32) MatVecRowsKernel(MatVecJob job, Q
     const auto* ps = reinterpret_cast<const uint8_t*>(job.w[k].d) + o * sbytes;
     for (int off = lane * 128; off < sbytes; off += 32 * 128) PrefetchL2(ps + off);
   };
-  // The first round's weights into registers before the wait (weights no kernel writes), the rest of
-  // the warp's first row into L2.
-  const int j2 = 2 * (lane & 3), gl = lane >> 2;
-  int k = 0, o = 0;
-  typename F::Raw cur{};
-  if (row < total_rows) {
-    locate(row, &k, &o);
-    if (gl < ng) cur = F::Fetch(job.w[k], o, 8 * gl + j2, nb);
-  }
   prefetch(row);
   AfterPrevious();
 
@@ -220,7 +211,12 @@ __global__ void __launch_bounds__(kWarps * 32) MatVecRowsKernel(MatVecJob job, Q
   const int pieces = QuantPieces(cols);
   auto piece_end = [&](int p) { return p + 1 < pieces ? ng * (p + 1) / pieces : INT_MAX; };
 
+  const int j2 = 2 * (lane & 3), gl = lane >> 2;
+  int k, o;
+  locate(row, &k, &o);
   int r = 0;
+  typename F::Raw cur{};
+  if (gl < ng) cur = F::Fetch(job.w[k], o, 8 * gl + j2, nb);
   float acc = 0.0f, total = 0.0f;
   int p = 0, end = piece_end(0);
   while (true) {
