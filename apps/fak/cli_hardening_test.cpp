@@ -248,6 +248,36 @@ TEST(FakCli, BenchNumberListsAreStrict) {
   }
 }
 
+// fak bench kernels --backend cuda names what it cannot run before it looks for a GPU, as a command-line
+// error (on a build without the CUDA backend: that it has none).
+TEST(FakCli, CudaKernelBenchRefusesBadInputByName) {
+  RunResult backend = RunFak("bench kernels --backend tpu");
+  EXPECT_EQ(backend.exit_code, 2) << backend.output;
+  EXPECT_NE(backend.output.find("--backend is cpu or cuda, not 'tpu'"), std::string::npos) << backend.output;
+  RunResult cpu_shape = RunFak("bench kernels --shape a:256x256");
+  EXPECT_EQ(cpu_shape.exit_code, 2) << cpu_shape.output;
+  EXPECT_NE(cpu_shape.output.find("--shape and --setting are for --backend cuda"), std::string::npos)
+      << cpu_shape.output;
+  const struct {
+    const char* args;
+    const char* says;
+  } cases[] = {{"--shape bad", "shape 'bad': want NAME:ROWS[+ROWS]xCOLS"},
+               {"--shape a:256x255", "columns must be a multiple of 256"},
+               {"--shape a:0x256", "rows must be positive integers"},
+               {"--shape a:1+1+1+1x256", "1 to 3 matrices per launch"},
+               {"--shape 'a:99999999999x256'", "rows must be positive integers"},
+               {"--type q5_0", "no matrix-vector kernel for type 'q5_0'"},
+               {"--setting FAK_CUDA_MATVEC_ROWS", "want KEY=VALUE"},
+               {"--rounds 0", "--rounds must be at least 1"}};
+  for (const auto& c : cases) {
+    RunResult r = RunFak(std::string("bench kernels --backend cuda ") + c.args);
+    const bool named = r.output.find(c.says) != std::string::npos;
+    const bool no_cuda = r.output.find("this build of fak has no CUDA backend") != std::string::npos;
+    EXPECT_TRUE(named || no_cuda) << c.args << ": " << r.output;
+    EXPECT_EQ(r.exit_code, no_cuda ? 1 : 2) << c.args << ": " << r.output;
+  }
+}
+
 // A thread the system refuses to start is an error naming it, wherever fak starts threads (hardening
 // item 3): the model backend, fak quantize, fak synth and bench kernels. A stack-size limit of about
 // 1 TB makes every new thread's stack mapping fail.

@@ -135,7 +135,11 @@ void RegisterBench(CLI::App& app, Context& ctx) {
       co.settings = kern_settings;
       co.rounds = kern_rounds;
       if (kern->count("--seconds") > 0) co.min_seconds = ko.min_seconds;
-      if (Status s = cuda::RunCudaKernelBench(co); !s.ok()) ctx.exit_code = Fail(s.ToString());
+      if (Status s = cuda::RunCudaKernelBench(co); !s.ok()) {
+        // A shape, type or setting it cannot take is a command-line error; the rest happened running.
+        ctx.exit_code =
+            s.code() == StatusCode::kInvalidArgument ? UsageError(s.message()) : Fail(s.ToString());
+      }
 #else
       ctx.exit_code = Fail("bench kernels --backend cuda: this build of fak has no CUDA backend");
 #endif
