@@ -542,18 +542,12 @@ TEST(CudaOps, MatMulRowsAreBitIdenticalAloneAndInABatch) {
                // Four pieces with a partial last segment; four rounds per piece.
                {GgmlType::kQ8_0, 4128},
                {GgmlType::kQ4_K, 16384}};
-  // Each form of the one-row product: a warp per whole row (matvec_rows.cu, the default), and the
-  // previous kernel with four warps or (FAK_CUDA_MATVEC_FOLD=1) one warp per row of four pieces.
-  const struct {
-    const char* rows;
-    const char* fold;
-  } forms[] = {{"1", "0"}, {"0", "0"}, {"0", "1"}};
-  for (const auto& form : forms)
+  // Both forms of the one-row product: a warp per whole row (matvec_rows.cu) and four warps per long row.
+  for (const char* rows_kernel : {"1", "0"})
     for (const auto& c : cases) {
-      const ScopedEnv rows_env("FAK_CUDA_MATVEC_ROWS", form.rows);
-      const ScopedEnv fold_env("FAK_CUDA_MATVEC_FOLD", form.fold);
+      const ScopedEnv rows_env("FAK_CUDA_MATVEC_ROWS", rows_kernel);
       SCOPED_TRACE(std::string(GgmlTypeName(c.type)) + " cols=" + std::to_string(c.cols) + " rows kernel " +
-                   form.rows + " fold " + form.fold);
+                   rows_kernel);
       const TestMatrix m = MakeMatrix(c.type, rows, c.cols, 3);
       auto w = be.gpu->BindMatrix(m.weight());
       ASSERT_TRUE(w.ok());

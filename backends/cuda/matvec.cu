@@ -230,64 +230,6 @@ __device__ __forceinline__ void QuantRowSum(const DeviceMatrix& w, Q8Act xq, int
   }
 }
 
-// The whole of row o by one warp for a row of QuantPieces(cols) == 4 pieces, each piece summed exactly as
-// QuantRowSum sums it (the same rounds, the same order) and the pieces added in order as the block of
-// four warps adds them: the same bits with four times the rows per block and no exchange between warps.
-// The pieces' rounds go out together, so each lane has four blocks' loads in flight per round.
-template <class F, int R>
-__device__ __forceinline__ void QuantRowSumPieces(const DeviceMatrix& w, Q8Act xq, int64_t o, int lane,
-                                                  int64_t r0, int nr, float* acc) {
-  const int64_t nb = w.cols / 32, ng = QuantSegments(w.cols);
-  int64_t begin[4], end[4];
-  int64_t rounds = 0;
-#pragma unroll
-  for (int p = 0; p < 4; ++p) {
-    begin[p] = PieceBegin(ng, 4, p);
-    end[p] = PieceBegin(ng, 4, p + 1);
-    rounds = max(rounds, (end[p] - begin[p] + 3) / 4);
-  }
-  float sum[4][R];
-#pragma unroll
-  for (int p = 0; p < 4; ++p) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) sum[p][r] = 0.0f;
-  }
-#pragma unroll 2
-  for (int64_t i = 0; i < rounds; ++i) {
-    float t[4][R];
-#pragma unroll
-    for (int p = 0; p < 4; ++p) {
-      const int64_t g = begin[p] + 4 * i + (lane >> 3), b = g * kBlocksPerSegment + (lane & 7);
-#pragma unroll
-      for (int r = 0; r < R; ++r) t[p][r] = 0.0f;
-      if (g < end[p] && b < nb) F::template Terms<R>(w, xq, o, b, r0, nr, t[p]);
-    }
-#pragma unroll
-    for (int p = 0; p < 4; ++p) {
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-#pragma unroll
-        for (int m = 1; m < 8; m <<= 1)
-          t[p][r] = __fadd_rn(t[p][r], __shfl_xor_sync(0xffffffffu, t[p][r], m));
-      }
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        if (begin[p] + 4 * i + k >= end[p]) break;
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-          sum[p][r] = __fadd_rn(sum[p][r], __shfl_sync(0xffffffffu, t[p][r], 8 * k));
-      }
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    float v = sum[0][r];
-#pragma unroll
-    for (int p = 1; p < 4; ++p) v = __fadd_rn(v, sum[p][r]);
-    acc[r] = v;
-  }
-}
-
 // Brings this warp's share of weight row o (piece `piece` of `pieces`) and its scales into L2: weights
 // no kernel writes, so this runs before the wait for the previous kernel.
 template <class F>
@@ -429,7 +371,7 @@ constexpr int TailMinBlocks() {
   return kTail == static_cast<int>(TailKind::kSiluMul) ? kTailMinBlocks<F> : 6;
 }
 
-template <class F, int R, int WPR, int kTail, bool kFold = false>
+template <class F, int R, int WPR, int kTail>
 __device__ __forceinline__ void MatVecBody(const MatVecJob& job, const float* x, Q8Act xq, int64_t n,
                                            int rounds) {
   constexpr int kRowsPerBlock = kWarps / WPR;
@@ -468,9 +410,7 @@ __device__ __forceinline__ void MatVecBody(const MatVecJob& job, const float* x,
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] = 0.0f;
     if (o < w.rows) {
-      if constexpr (F::kQuant && kFold) {
-        QuantRowSumPieces<F, R>(w, xq, o, lane, r0, nr, acc);
-      } else if constexpr (F::kQuant) {
+      if constexpr (F::kQuant) {
         QuantRowSum<F, R, WPR>(w, xq, o, piece, lane, r0, nr, acc);
       } else {
         FloatRowSum<F, R, WPR>(w, x, o, piece, lane, r0, nr, acc);
@@ -521,17 +461,17 @@ __device__ __forceinline__ void MatVecBody(const MatVecJob& job, const float* x,
   if constexpr (kTail == static_cast<int>(TailKind::kRmsNorm)) NormTailIfLast(job.tail);
 }
 
-template <class F, int R, int WPR, bool kFold = false>
+template <class F, int R, int WPR>
 __global__ void __launch_bounds__(kWarps * 32)
     MatVecKernel(MatVecJob job, const float* x, Q8Act xq, int64_t n, int rounds) {
-  MatVecBody<F, R, WPR, 0, kFold>(job, x, xq, n, rounds);
+  MatVecBody<F, R, WPR, 0>(job, x, xq, n, rounds);
 }
 
 // One activation row with a tail of kind kTail.
-template <class F, int WPR, int kTail, bool kFold = false>
+template <class F, int WPR, int kTail>
 __global__ void __launch_bounds__(kWarps * 32, (TailMinBlocks<F, kTail>()))
     MatVecTailKernel(MatVecJob job, const float* x, Q8Act xq, int64_t n, int rounds) {
-  MatVecBody<F, 1, WPR, kTail, kFold>(job, x, xq, n, rounds);
+  MatVecBody<F, 1, WPR, kTail>(job, x, xq, n, rounds);
 }
 
 // Rounds per block: 1, or for a job of many blocks (gate/up of the larger models, the output layer)
@@ -547,7 +487,7 @@ int RowRounds(int64_t blocks) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(rounds, blocks / (kMinBlocksPerSm * sms))));
 }
 
-template <class F, int R, int WPR, bool kFold = false>
+template <class F, int R, int WPR>
 cudaError_t LaunchR(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, cudaStream_t s) {
   constexpr int kRowsPerBlock = kWarps / WPR;
   auto blocks = [&](int64_t rows_per_block) {  // the kernel's count: ceil(rows / rows_per_block) per matrix
@@ -562,29 +502,19 @@ cudaError_t LaunchR(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, c
     switch (job.tail.kind) {
       case TailKind::kNone: break;
       case TailKind::kRmsNorm:
-        return Launch(MatVecTailKernel<F, WPR, 1, kFold>, grid, kWarps * 32, 0, s, job, x, xq, n, rounds);
+        return Launch(MatVecTailKernel<F, WPR, 1>, grid, kWarps * 32, 0, s, job, x, xq, n, rounds);
       case TailKind::kSiluMul:
-        return Launch(MatVecTailKernel<F, WPR, 2, kFold>, grid, kWarps * 32, 0, s, job, x, xq, n, rounds);
+        return Launch(MatVecTailKernel<F, WPR, 2>, grid, kWarps * 32, 0, s, job, x, xq, n, rounds);
       case TailKind::kRopeKvWrite:
-        return Launch(MatVecTailKernel<F, WPR, 3, kFold>, grid, kWarps * 32, 0, s, job, x, xq, n, rounds);
+        return Launch(MatVecTailKernel<F, WPR, 3>, grid, kWarps * 32, 0, s, job, x, xq, n, rounds);
     }
   }
-  return Launch(MatVecKernel<F, R, WPR, kFold>, grid, kWarps * 32, 0, s, job, x, xq, n, rounds);
-}
-
-// FAK_CUDA_MATVEC_FOLD=1: rows of four pieces summed by one warp each (QuantRowSumPieces) for one
-// activation row, instead of by four warps; the same bits. Off by default until measured on a GPU.
-bool FoldPieces() {
-  const char* v = std::getenv("FAK_CUDA_MATVEC_FOLD");
-  return v != nullptr && v[0] == '1';
+  return Launch(MatVecKernel<F, R, WPR>, grid, kWarps * 32, 0, s, job, x, xq, n, rounds);
 }
 
 template <class F, int R>
 cudaError_t LaunchW(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, cudaStream_t s) {
   if (WarpsPerRow<F>(job.w[0].cols) == kWarps) {
-    if constexpr (F::kQuant && R == 1) {
-      if (FoldPieces()) return LaunchR<F, R, 1, true>(job, x, xq, n, s);
-    }
     return LaunchR<F, R, kWarps>(job, x, xq, n, s);
   }
   return LaunchR<F, R, 1>(job, x, xq, n, s);
