@@ -8,7 +8,8 @@
 // fused-multiply-add chain over 16-byte chunks and a butterfly, and never go to the GEMM.
 // A warp handles up to R activation rows at once (the weights are loaded once for all of them) and the
 // grid tiles the rest, so the value of y[r][o] depends only on the weight row and activation row r:
-// never on R, the tile, or the batch size.
+// never on R, the tile, or the batch size. One activation row of a matrix with many wide rows goes to
+// the whole-row kernel of matvec_rows.cu instead (MatVecRowsTakes), the same bits.
 //
 // Napkin math (H200, 4.2 TB/s copy): a 1536 x 8960 Q8_0 matrix is 14.6 MB, so ~3.5 us at the copy rate;
 // one warp per row keeps 8960 warps x 32 B x the unrolled loads in flight.
