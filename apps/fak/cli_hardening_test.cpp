@@ -256,7 +256,7 @@ TEST(FakCli, CudaKernelBenchRefusesBadInputByName) {
   EXPECT_NE(backend.output.find("--backend is cpu or cuda, not 'tpu'"), std::string::npos) << backend.output;
   RunResult cpu_shape = RunFak("bench kernels --shape a:256x256");
   EXPECT_EQ(cpu_shape.exit_code, 2) << cpu_shape.output;
-  EXPECT_NE(cpu_shape.output.find("--shape and --setting are for --backend cuda"), std::string::npos)
+  EXPECT_NE(cpu_shape.output.find("--shape, --setting and --batch are for --backend cuda"), std::string::npos)
       << cpu_shape.output;
   const struct {
     const char* args;
@@ -268,7 +268,9 @@ TEST(FakCli, CudaKernelBenchRefusesBadInputByName) {
                {"--shape 'a:99999999999x256'", "rows must be positive integers"},
                {"--type q5_0", "no matrix-vector kernel for type 'q5_0'"},
                {"--setting FAK_CUDA_MATVEC_ROWS", "want KEY=VALUE"},
-               {"--rounds 0", "--rounds must be at least 1"}};
+               {"--rounds 0", "--rounds must be at least 1"},
+               {"--batch 0", "--batch must be 1 to 256"},
+               {"--batch 257", "--batch must be 1 to 256"}};
   for (const auto& c : cases) {
     RunResult r = RunFak(std::string("bench kernels --backend cuda ") + c.args);
     const bool named = r.output.find(c.says) != std::string::npos;

@@ -126,6 +126,9 @@ void RegisterBench(CLI::App& app, Context& ctx) {
   kern->add_option("--setting", kern_settings,
                    "cuda: KEY=VALUE[,KEY=VALUE] of the environment to compare with the default (repeatable)");
   kern->add_option("--rounds", kern_rounds, "cuda: alternating rounds over the settings");
+  static int kern_batch = 1;
+  kern->add_option("--batch", kern_batch,
+                   "cuda: activation rows per product (1: a decode step of one sequence)");
   kern->callback([&ctx, kern]() {
     if (kern_backend == "cuda") {
 #ifdef FAK_HAVE_CUDA
@@ -134,6 +137,7 @@ void RegisterBench(CLI::App& app, Context& ctx) {
       co.shapes = kern_shapes;
       co.settings = kern_settings;
       co.rounds = kern_rounds;
+      co.batch = kern_batch;
       if (kern->count("--seconds") > 0) co.min_seconds = ko.min_seconds;
       if (Status s = cuda::RunCudaKernelBench(co); !s.ok()) {
         // A shape, type or setting it cannot take is a command-line error; the rest happened running.
@@ -149,8 +153,8 @@ void RegisterBench(CLI::App& app, Context& ctx) {
       ctx.exit_code = UsageError("bench kernels: --backend is cpu or cuda, not '" + kern_backend + "'");
       return;
     }
-    if (!kern_shapes.empty() || !kern_settings.empty()) {
-      ctx.exit_code = UsageError("bench kernels: --shape and --setting are for --backend cuda");
+    if (!kern_shapes.empty() || !kern_settings.empty() || kern->count("--batch") > 0) {
+      ctx.exit_code = UsageError("bench kernels: --shape, --setting and --batch are for --backend cuda");
       return;
     }
     ko.matvec = !matmul_only;

@@ -255,6 +255,9 @@ Status RunCudaKernelBench(const CudaKernelBenchOptions& options) {
     settings.push_back(std::move(kv));
   }
   if (options.rounds < 1) return InvalidArgument("bench kernels: --rounds must be at least 1");
+  if (options.batch < 1 || options.batch > kMaxBatch) {
+    return InvalidArgument("bench kernels: --batch must be 1 to {}", kMaxBatch);
+  }
 
   int device = 0;
   cudaDeviceProp prop{};
@@ -279,7 +282,8 @@ Status RunCudaKernelBench(const CudaKernelBenchOptions& options) {
   }
   fmt::print(out, "device: {} ({} multiprocessors, L2 {:.0f} MiB); device copy bandwidth {:.0f} GB/s\n",
              prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1048576.0, copy_gbs);
-  fmt::print(out, "one activation row per product; weights cycled through copies larger than 4x L2\n\n");
+  fmt::print(out, "{} activation row{} per product; weights cycled through copies larger than 4x L2\n\n",
+             options.batch, options.batch == 1 ? "" : "s");
   fmt::print(out, "| shape | type | MB | setting | round | us | GB/s | of copy bw | bits |\n");
   fmt::print(out, "|---|---|---:|---|---:|---:|---:|---:|---|\n");
 
@@ -304,7 +308,8 @@ Status RunCudaKernelBench(const CudaKernelBenchOptions& options) {
         for (int64_t r : shape.rows) t += r;
         return t;
       }();
-      FAK_ASSIGN_OR_RETURN(float* y, mem.Alloc<float>(static_cast<size_t>(total_rows) * 4, "outputs"));
+      const int64_t n = options.batch;
+      FAK_ASSIGN_OR_RETURN(float* y, mem.Alloc<float>(static_cast<size_t>(total_rows * n) * 4, "outputs"));
       for (size_t m = 0; m < shape.rows.size(); ++m) {
         const int64_t rows = shape.rows[m];
         std::vector<uint8_t> hq;
@@ -335,12 +340,13 @@ Status RunCudaKernelBench(const CudaKernelBenchOptions& options) {
           MatVecJob& job = jobs[static_cast<size_t>(c)];
           job.count = static_cast<int>(m + 1);
           job.w[m] = DeviceMatrix{format, rows, shape.cols, q, d};
-          job.out[m] = MatVecOut{y + y_off, rows, nullptr, nullptr, 0};
+          job.out[m] = MatVecOut{y + y_off * n, rows, nullptr, nullptr, 0};
         }
       }
-      // The activation row: f32 for the float formats, its int8 shadow for the quantized ones.
-      std::vector<float> hx(static_cast<size_t>(shape.cols)), hxd(static_cast<size_t>(shape.cols / 32));
-      std::vector<int8_t> hxq(static_cast<size_t>(shape.cols));
+      // The activation rows: f32 for the float formats, their int8 shadow for the quantized ones.
+      std::vector<float> hx(static_cast<size_t>(n * shape.cols)),
+          hxd(static_cast<size_t>(n * shape.cols / 32));
+      std::vector<int8_t> hxq(static_cast<size_t>(n * shape.cols));
       std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
       for (float& v : hx) v = uni(rng);
       for (int8_t& v : hxq) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
@@ -369,8 +375,8 @@ Status RunCudaKernelBench(const CudaKernelBenchOptions& options) {
       for (size_t s = 0; s < settings.size(); ++s) {
         const ScopedSettings scoped(settings[s]);
         // The output of one launch, for the bit comparison between settings.
-        FAK_RETURN_IF_ERROR(CudaStatus(MatVec(jobs[0], x, Q8Act{xq, xd}, 1, stream), "a product"));
-        outputs[s].resize(static_cast<size_t>(total_rows));
+        FAK_RETURN_IF_ERROR(CudaStatus(MatVec(jobs[0], x, Q8Act{xq, xd}, n, stream), "a product"));
+        outputs[s].resize(static_cast<size_t>(total_rows * n));
         FAK_RETURN_IF_ERROR(CudaStatus(
             cudaMemcpyAsync(outputs[s].data(), y, outputs[s].size() * 4, cudaMemcpyDeviceToHost, stream),
             "reading the outputs"));
@@ -380,7 +386,7 @@ Status RunCudaKernelBench(const CudaKernelBenchOptions& options) {
                                        "capturing a graph"));
         cudaError_t launch = cudaSuccess;
         for (int64_t i = 0; i < launches && launch == cudaSuccess; ++i)
-          launch = MatVec(jobs[static_cast<size_t>(i % copies)], x, Q8Act{xq, xd}, 1, stream);
+          launch = MatVec(jobs[static_cast<size_t>(i % copies)], x, Q8Act{xq, xd}, n, stream);
         const cudaError_t end = cudaStreamEndCapture(stream, &graph);
         FAK_RETURN_IF_ERROR(CudaStatus(launch, "a product in a graph"));
         FAK_RETURN_IF_ERROR(CudaStatus(end, "capturing a graph"));
