@@ -130,10 +130,19 @@ void RegisterBench(CLI::App& app, Context& ctx) {
   kern->add_option("--batch", kern_batch,
                    "cuda: activation rows per product (1: a decode step of one sequence)");
   kern->callback([&ctx, kern]() {
+    ko.types.clear();
+    for (const std::string& name : kern_types) {
+      const auto t = GgmlTypeFromName(name);
+      if (!t) {
+        ctx.exit_code = UsageError("bench kernels: unknown --type '" + name + "'");
+        return;
+      }
+      ko.types.push_back(*t);
+    }
     if (kern_backend == "cuda") {
 #ifdef FAK_HAVE_CUDA
       cuda::CudaKernelBenchOptions co;
-      co.types = kern_types;
+      co.types = ko.types;
       co.shapes = kern_shapes;
       co.settings = kern_settings;
       co.rounds = kern_rounds;
@@ -158,15 +167,6 @@ void RegisterBench(CLI::App& app, Context& ctx) {
       return;
     }
     ko.matvec = !matmul_only;
-    ko.types.clear();
-    for (const std::string& name : kern_types) {
-      const auto t = GgmlTypeFromName(name);
-      if (!t) {
-        ctx.exit_code = UsageError("bench kernels: unknown --type '" + name + "'");
-        return;
-      }
-      ko.types.push_back(*t);
-    }
     Status s = bench::RunKernelBench(ko);
     if (!s.ok()) ctx.exit_code = Fail(s.ToString());
   });

@@ -8,14 +8,18 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string_view>
 #include <utility>
 
+#include "backends/cuda/activations.h"   // DeviceAlloc
 #include "backends/cuda/backend_impl.h"  // CudaStatus
+#include "backends/cuda/cuda_backend.h"  // CreateCudaBackend
 #include "backends/cuda/kernels.h"
 #include "core/timer.h"
+#include "quant/ggml_type.h"
 
 namespace fak::cuda {
 namespace {
@@ -71,13 +75,16 @@ Result<Shape> ParseShape(std::string_view text) {
   return s;
 }
 
-std::optional<MatFormat> FormatOf(std::string_view type) {
-  if (type == "q8_0" || type == "Q8_0") return MatFormat::kQ8_0;
-  if (type == "q4_k" || type == "Q4_K") return MatFormat::kQ4_K;
-  if (type == "q6_k" || type == "Q6_K") return MatFormat::kQ6_K;
-  if (type == "f16" || type == "F16") return MatFormat::kF16;
-  if (type == "bf16" || type == "BF16") return MatFormat::kBF16;
-  return std::nullopt;
+// The device format of a GGUF type, where the matrix-vector kernels read it.
+std::optional<MatFormat> FormatOf(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ8_0: return MatFormat::kQ8_0;
+    case GgmlType::kQ4_K: return MatFormat::kQ4_K;
+    case GgmlType::kQ6_K: return MatFormat::kQ6_K;
+    case GgmlType::kF16: return MatFormat::kF16;
+    case GgmlType::kBF16: return MatFormat::kBF16;
+    default: return std::nullopt;
+  }
 }
 
 // Bytes of a row's quants or blocks, and of its separate f16 scales (weights.h).
@@ -129,11 +136,7 @@ struct DeviceBuffers {
   }
   template <class T>
   Result<T*> Alloc(size_t bytes, const char* what) {
-    void* p = nullptr;
-    if (const cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1)); e != cudaSuccess) {
-      cudaGetLastError();
-      return OutOfRange("CUDA: {} bytes for {}: {}", bytes, what, ErrorText(e));
-    }
+    FAK_ASSIGN_OR_RETURN(void* p, DeviceAlloc(bytes, what));
     ptrs.push_back(p);
     return static_cast<T*>(p);
   }
@@ -205,26 +208,6 @@ Result<double> TimeGraph(cudaGraphExec_t exec, cudaStream_t stream, const Events
   return ms[ms.size() / 2];
 }
 
-// Device copy bandwidth as the backend's roofline measures it: (read + written bytes) / time.
-Result<double> CopyGbPerSecond(DeviceBuffers* mem, cudaStream_t stream, const Events& ev) {
-  constexpr size_t kBytes = size_t{1} << 30;
-  FAK_ASSIGN_OR_RETURN(auto* src, mem->Alloc<uint8_t>(kBytes, "the copy bandwidth's source"));
-  FAK_ASSIGN_OR_RETURN(auto* dst, mem->Alloc<uint8_t>(kBytes, "the copy bandwidth's destination"));
-  FAK_RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(src, 1, kBytes, stream), "filling the copy source"));
-  float best = 1e30f;
-  for (int i = 0; i < 6; ++i) {
-    FAK_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(ev.start, stream), "recording an event"));
-    FAK_RETURN_IF_ERROR(
-        CudaStatus(cudaMemcpyAsync(dst, src, kBytes, cudaMemcpyDeviceToDevice, stream), "copying"));
-    FAK_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(ev.stop, stream), "recording an event"));
-    FAK_RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(ev.stop), "waiting for the copy"));
-    float t = 0;
-    FAK_RETURN_IF_ERROR(CudaStatus(cudaEventElapsedTime(&t, ev.start, ev.stop), "timing the copy"));
-    if (i > 0) best = std::min(best, t);
-  }
-  return 2.0 * static_cast<double>(kBytes) / (static_cast<double>(best) * 1e-3) * 1e-9;
-}
-
 }  // namespace
 
 Status RunCudaKernelBench(const CudaKernelBenchOptions& options) {
@@ -241,11 +224,15 @@ Status RunCudaKernelBench(const CudaKernelBenchOptions& options) {
     shapes.push_back(std::move(shape));
   }
   std::vector<std::pair<std::string, MatFormat>> formats;
-  for (const std::string& t :
-       options.types.empty() ? std::vector<std::string>{"q8_0", "q4_k", "q6_k"} : options.types) {
+  for (const GgmlType t : options.types.empty()
+                              ? std::vector<GgmlType>{GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}
+                              : options.types) {
     const auto f = FormatOf(t);
-    if (!f) return InvalidArgument("bench kernels --backend cuda: no matrix-vector kernel for type '{}'", t);
-    formats.emplace_back(t, *f);
+    if (!f) {
+      return InvalidArgument("bench kernels --backend cuda: no matrix-vector kernel for type '{}'",
+                             GgmlTypeName(t));
+    }
+    formats.emplace_back(std::string(GgmlTypeName(t)), *f);
   }
   std::vector<std::string> names = {"default"};
   std::vector<std::vector<std::pair<std::string, std::string>>> settings = {{}};
@@ -275,10 +262,11 @@ Status RunCudaKernelBench(const CudaKernelBenchOptions& options) {
   Events ev;
   FAK_RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&ev.start), "creating an event"));
   FAK_RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&ev.stop), "creating an event"));
+  // The roofline fak bench sets decode against: the backend's device-to-device copy.
   double copy_gbs = 0;
   {
-    DeviceBuffers mem;
-    FAK_ASSIGN_OR_RETURN(copy_gbs, CopyGbPerSecond(&mem, stream, ev));
+    FAK_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateCudaBackend({.device = device}));
+    FAK_ASSIGN_OR_RETURN(copy_gbs, backend->MeasureBandwidth(0.5));
   }
   fmt::print(out, "device: {} ({} multiprocessors, L2 {:.0f} MiB); device copy bandwidth {:.0f} GB/s\n",
              prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1048576.0, copy_gbs);

@@ -12,14 +12,15 @@
 #include <vector>
 
 #include "core/status.h"
+#include "quant/ggml_type.h"  // GgmlType
 
 namespace fak::cuda {
 
 constexpr int kMaxBatch = 256;
 
 struct CudaKernelBenchOptions {
-  // Weight formats by GGUF type name: q8_0, q4_k, q6_k, f16, bf16. Empty: q8_0, q4_k, q6_k.
-  std::vector<std::string> types;
+  // Weight types: q8_0, q4_k, q6_k, f16, bf16. Empty: q8_0, q4_k, q6_k.
+  std::vector<GgmlType> types;
   // "NAME:ROWS[+ROWS[+ROWS]]xCOLS": up to three matrices of one width in one launch, as q/k/v or
   // gate/up run. Empty: the products of the Qwen2.5-1.5B, Qwen2.5-7B and Qwen3.5-27B geometries.
   std::vector<std::string> shapes;

@@ -21,6 +21,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/pdl.cuh"
@@ -267,33 +269,38 @@ __global__ void __launch_bounds__(kWarps * 32) MatVecRowsKernel(MatVecJob job, Q
   }
 }
 
+// Blocks of the format's kernel one multiprocessor holds with the activations of `cols` staged: asked of
+// the occupancy API once per width (MatVecRowsTakes and the launch both need it).
 template <class F>
-cudaError_t LaunchRows(const MatVecJob& job, Q8Act xq, cudaStream_t s) {
-  const int cols = static_cast<int>(job.w[0].cols), smem = StagedBytes(cols);
-  int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, MatVecRowsKernel<F>, kWarps * 32, smem) !=
-      cudaSuccess) {
-    cudaGetLastError();
-    per_sm = 1;
-  }
-  int64_t rows = 0;
-  for (int k = 0; k < job.count; ++k) rows += job.w[k].rows;
-  const int64_t resident = static_cast<int64_t>(std::max(1, per_sm)) * std::max(1, MultiprocessorCount());
-  const int64_t blocks = std::min((rows + kWarps - 1) / kWarps, resident);
-  return Launch(MatVecRowsKernel<F>, dim3(static_cast<unsigned>(blocks)), kWarps * 32, smem, s, job, xq,
-                static_cast<int>(rows));
-}
-
-// Resident warps of the format's kernel for rows of `cols`.
-template <class F>
-int64_t ResidentWarps(int cols) {
+int BlocksPerSm(int cols) {
+  static std::mutex mu;
+  static std::map<int, int> known;
+  const std::lock_guard<std::mutex> lock(mu);
+  const auto it = known.find(cols);
+  if (it != known.end()) return it->second;
   int per_sm = 0;
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, MatVecRowsKernel<F>, kWarps * 32,
                                                     StagedBytes(cols)) != cudaSuccess) {
     cudaGetLastError();
     per_sm = 1;
   }
-  return int64_t{kWarps} * std::max(1, per_sm) * std::max(1, MultiprocessorCount());
+  return known[cols] = std::max(1, per_sm);
+}
+
+// Resident warps of the format's kernel for rows of `cols`.
+template <class F>
+int64_t ResidentWarps(int cols) {
+  return int64_t{kWarps} * BlocksPerSm<F>(cols) * std::max(1, MultiprocessorCount());
+}
+
+template <class F>
+cudaError_t LaunchRows(const MatVecJob& job, Q8Act xq, cudaStream_t s) {
+  const int cols = static_cast<int>(job.w[0].cols);
+  int64_t rows = 0;
+  for (int k = 0; k < job.count; ++k) rows += job.w[k].rows;
+  const int64_t blocks = std::min((rows + kWarps - 1) / kWarps, ResidentWarps<F>(cols) / kWarps);
+  return Launch(MatVecRowsKernel<F>, dim3(static_cast<unsigned>(blocks)), kWarps * 32, StagedBytes(cols), s,
+                job, xq, static_cast<int>(rows));
 }
 
 }  // namespace
