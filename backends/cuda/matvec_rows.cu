@@ -12,7 +12,13 @@
 //     warp's next row prefetched to L2 as a row begins;
 //   - the activation row is staged once per block in shared memory with each 32-block's sum (Q4_K's
 //     term needs it) computed there, instead of by every lane of every row;
-//   - index arithmetic is 32-bit (a 64-bit division is a long call).
+//   - index arithmetic is 32-bit (a 64-bit division is a long call), a row's addresses are found once
+//     and each round's are offsets from them;
+//   - what a lane's terms need that is the same every round is found once (Q4_K: where its two
+//     sub-blocks' scales and mins sit in the header), Q4_K's high nibbles are dotted in place (16 times
+//     their value, exact, shifted back) instead of shifted down first, and a round's eight segment sums
+//     pass through shared memory rather than eight shuffles in branches: ~165 instructions a round for
+//     Q4_K (SASS of the loop) where the first version of this kernel issued ~400 (ncu).
 // A row's terms are qblock.cuh's (the same Term functions on the same bytes) and are added in its order
 // (the segment's tree: the lane's pair, then a butterfly over the 4 lanes; segments in order within
 // each piece from +0; the pieces in order), so the bits are those of matvec.cu's kernels and the GEMM's.
@@ -42,36 +48,65 @@ struct Staged {
 
 __device__ __forceinline__ int4 Shared16(const int8_t* p) { return *reinterpret_cast<const int4*>(p); }
 
-// Byte i (0..11) of a Q4_K super-block's packed scales, which are bytes 4..15 of its header h.
-__device__ __forceinline__ int ScaleByte(const int4& h, int i) {
-  const unsigned word = static_cast<unsigned>(i < 4 ? h.y : i < 8 ? h.z : h.w);
-  return static_cast<int>((word >> (8 * (i & 3))) & 0xFFu);
+// The 4-byte dot products the terms are made of, chained from c: signed weights (a) and, for Q4_K's
+// high nibbles taken in place (16 times their value), unsigned ones.
+__device__ __forceinline__ int Dot16(int4 a, int4 b, int c) {
+  c = __dp4a(a.x, b.x, c);
+  c = __dp4a(a.y, b.y, c);
+  c = __dp4a(a.z, b.z, c);
+  return __dp4a(a.w, b.w, c);
+}
+__device__ __forceinline__ int DotU4(int a, int b, int c) {
+  int d;
+  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+__device__ __forceinline__ int DotU16(int4 a, int4 b, int c) {
+  c = DotU4(a.x, b.x, c);
+  c = DotU4(a.y, b.y, c);
+  c = DotU4(a.z, b.z, c);
+  return DotU4(a.w, b.w, c);
 }
 
-// Each format: Raw, what a lane loads for blocks b = 8g + 2j and b + 1 of row o; Fetch issues the loads
-// (blocks past the row's end are not read); Terms computes the two terms (+0 past the end).
+// Each format, for a lane that takes blocks b = 8g + j2 and b + 1 of segment g = 8r + gl in round r of a
+// row (j2 = 2 (lane % 4), gl = lane / 4):
+//   At     where the lane's loads in row o begin (Start, once per row);
+//   Raw    what it loads in one round (Fetch: round r, blocks past the row's end not read);
+//   Lane   what its terms need that is the same every round (LaneOf);
+//   Terms  its two terms (+0 past the row's end).
 struct RowsQ8_0 {
+  struct At {
+    const uint8_t* q;
+    const uint16_t* d;
+  };
   struct Raw {
     int4 a0, a1, a2, a3;
     uint16_t d0, d1;
   };
-  static __device__ __forceinline__ Raw Fetch(const DeviceMatrix& w, int o, int b, int nb) {
-    Raw r{};
-    const uint8_t* wp = w.q + static_cast<int64_t>(o) * (nb * 32) + b * 32;
-    const uint16_t* dp = w.d + static_cast<int64_t>(o) * nb + b;
-    if (b < nb) r.a0 = Load16(wp), r.a1 = Load16(wp + 16), r.d0 = __ldg(dp);
-    if (b + 1 < nb) r.a2 = Load16(wp + 32), r.a3 = Load16(wp + 48), r.d1 = __ldg(dp + 1);
-    return r;
+  struct Lane {};
+  static __device__ __forceinline__ Lane LaneOf(int) { return {}; }
+  static __device__ __forceinline__ At Start(const DeviceMatrix& w, int o, int gl, int j2, int nb) {
+    const int b = 8 * gl + j2;
+    return At{w.q + static_cast<int64_t>(o) * (nb * 32) + b * 32, w.d + static_cast<int64_t>(o) * nb + b};
   }
-  static __device__ __forceinline__ void Terms(const Raw& r, const Staged& x, int b, int nb, float* t0,
-                                               float* t1) {
+  static __device__ __forceinline__ Raw Fetch(const At& at, int r, int g, int j2, int nb) {
+    Raw x{};
+    const int b = 8 * g + j2;
+    const uint8_t* wp = at.q + r * (64 * 32);  // 64 blocks a round
+    const uint16_t* dp = at.d + r * 64;
+    if (b < nb) x.a0 = Load16(wp), x.a1 = Load16(wp + 16), x.d0 = __ldg(dp);
+    if (b + 1 < nb) x.a2 = Load16(wp + 32), x.a3 = Load16(wp + 48), x.d1 = __ldg(dp + 1);
+    return x;
+  }
+  static __device__ __forceinline__ void Terms(const Raw& r, const Lane&, const Staged& x, int b, int nb,
+                                               float* t0, float* t1) {
     const int8_t* xp = x.q + b * 32;
     if (b < nb) {
-      *t0 = Q8_0Term(Dot16(r.a0, Shared16(xp)) + Dot16(r.a1, Shared16(xp + 16)) + kExactBias, HalfBits(r.d0),
+      *t0 = Q8_0Term(Dot16(r.a1, Shared16(xp + 16), Dot16(r.a0, Shared16(xp), kExactBias)), HalfBits(r.d0),
                      x.d[b]);
     }
     if (b + 1 < nb) {
-      *t1 = Q8_0Term(Dot16(r.a2, Shared16(xp + 32)) + Dot16(r.a3, Shared16(xp + 48)) + kExactBias,
+      *t1 = Q8_0Term(Dot16(r.a3, Shared16(xp + 48), Dot16(r.a2, Shared16(xp + 32), kExactBias)),
                      HalfBits(r.d1), x.d[b + 1]);
     }
   }
@@ -82,36 +117,55 @@ struct RowsQ8_0 {
 // Q4_K (cols a multiple of 256): blocks 2j and 2j + 1 of a super-block are the low and high nibbles of
 // qs[32j .. 32j + 32].
 struct RowsQ4_K {
+  struct At {
+    const uint8_t* head;  // the super-block's 16-byte header: d, dmin, 12 bytes of scales and mins
+    const uint8_t* nib;   // the lane's 32 bytes of nibbles
+  };
   struct Raw {
     int4 head, q0, q1;
   };
-  static __device__ __forceinline__ Raw Fetch(const DeviceMatrix& w, int o, int b, int nb) {
-    const uint8_t* blk = w.q + (static_cast<int64_t>(o) * (nb / 8) + (b >> 3)) * 144;
-    const int j = (b & 7) >> 1;
-    return Raw{Load16(blk), Load16(blk + 16 + 32 * j), Load16(blk + 32 + 32 * j)};
+  // Sub-blocks s = j2 and j2 + 1 have their 6-bit scales and mins at bytes 8 (s % 4) of the header's
+  // packed words y, z, w (bytes 4..15): for s < 4, all 6 bits in y (scales) and z (mins); for s >= 4, the
+  // low 4 bits in w (scales low, mins high nibble) and the top 2 bits of y and z. Both sub-blocks at once,
+  // one per byte: shift, the mask of the low bits and the mask of the top two (none for s < 4).
+  struct Lane {
+    unsigned shift, low_mask, top_mask;
+    bool high;
+  };
+  static __device__ __forceinline__ Lane LaneOf(int j2) {
+    const bool high = j2 >= 4;
+    return Lane{8u * static_cast<unsigned>(j2 & 3), high ? 0x0F0Fu : 0x3F3Fu, high ? 0x3030u : 0u, high};
   }
-  static __device__ __forceinline__ void Terms(const Raw& r, const Staged& x, int b, int, float* t0,
-                                               float* t1) {
-    const float d = HalfBits(static_cast<uint16_t>(r.head.x & 0xFFFF));
-    const float dmin = HalfBits(static_cast<uint16_t>(static_cast<unsigned>(r.head.x) >> 16));
+  static __device__ __forceinline__ At Start(const DeviceMatrix& w, int o, int gl, int j2, int nb) {
+    const uint8_t* h = w.q + (static_cast<int64_t>(o) * (nb / 8) + gl) * 144;
+    return At{h, h + 16 + 16 * j2};
+  }
+  static __device__ __forceinline__ Raw Fetch(const At& at, int r, int, int, int) {
+    const int off = r * (8 * 144);
+    return Raw{Load16(at.head + off), Load16(at.nib + off), Load16(at.nib + off + 16)};
+  }
+  static __device__ __forceinline__ void Terms(const Raw& r, const Lane& ln, const Staged& x, int b, int,
+                                               float* t0, float* t1) {
+    const auto hx = static_cast<unsigned>(r.head.x);
+    const float d = HalfBits(static_cast<uint16_t>(hx & 0xFFFF)),
+                dmin = HalfBits(static_cast<uint16_t>(hx >> 16));
+    const unsigned y = static_cast<unsigned>(r.head.y) >> ln.shift,
+                   z = static_cast<unsigned>(r.head.z) >> ln.shift;
+    const unsigned wv = static_cast<unsigned>(r.head.w) >> ln.shift;
+    const unsigned sc = ((ln.high ? wv : y) & ln.low_mask) | ((y >> 2) & ln.top_mask);
+    const unsigned mn = ((ln.high ? wv >> 4 : z) & ln.low_mask) | ((z >> 2) & ln.top_mask);
     const int8_t* xp = x.q + b * 32;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int s = (b & 7) + h;  // sub-block: the low (h = 0) or high nibbles
-      int sc, m;
-      if (s < 4) {
-        sc = ScaleByte(r.head, s) & 63;
-        m = ScaleByte(r.head, s + 4) & 63;
-      } else {
-        sc = (ScaleByte(r.head, s + 4) & 0xF) | ((ScaleByte(r.head, s - 4) >> 6) << 4);
-        m = (ScaleByte(r.head, s + 4) >> 4) | ((ScaleByte(r.head, s) >> 6) << 4);
-      }
-      const int4 n0 = And(Shr(r.q0, 4 * h), 0x0F0F0F0F), n1 = And(Shr(r.q1, 4 * h), 0x0F0F0F0F);
-      const float t = Q4_KTerm(
-          Dot16(n0, Shared16(xp + 32 * h)) + Dot16(n1, Shared16(xp + 32 * h + 16)) + kExactBias, x.s[b + h],
-          __fmul_rn(d, static_cast<float>(sc)), __fmul_rn(dmin, static_cast<float>(m)), x.d[b + h]);
-      *(h == 0 ? t0 : t1) = t;
-    }
+    // Low nibbles masked; high nibbles masked in place, their dot 16 times the sum (exact) shifted back.
+    const int lo = Dot16(And(r.q1, 0x0F0F0F0F), Shared16(xp + 16),
+                         Dot16(And(r.q0, 0x0F0F0F0F), Shared16(xp), kExactBias));
+    const int hi16 = DotU16(And(r.q1, static_cast<int>(0xF0F0F0F0u)), Shared16(xp + 48),
+                            DotU16(And(r.q0, static_cast<int>(0xF0F0F0F0u)), Shared16(xp + 32), 0));
+    const float2 dx = *reinterpret_cast<const float2*>(x.d + b);  // b is even
+    const float2 xs = *reinterpret_cast<const float2*>(x.s + b);
+    *t0 = Q4_KTerm(lo, xs.x, __fmul_rn(d, static_cast<float>(sc & 0xFF)),
+                   __fmul_rn(dmin, static_cast<float>(mn & 0xFF)), dx.x);
+    *t1 = Q4_KTerm((hi16 >> 4) + kExactBias, xs.y, __fmul_rn(d, static_cast<float>(sc >> 8)),
+                   __fmul_rn(dmin, static_cast<float>(mn >> 8)), dx.y);
   }
   static __device__ __forceinline__ int64_t RowBytes(int nb) { return nb / 8 * 144; }
   static __device__ __forceinline__ int64_t ScaleBytes(int) { return 0; }
@@ -121,40 +175,54 @@ struct RowsQ4_K {
 // ql[64n + 32 (k % 2) ..] (low nibbles for k < 2, high for k >= 2), its high bits at bit 2k of qh[32n ..]
 // and its scales at scales[2s], scales[2s + 1]; blocks 2j and 2j + 1 share n, the nibble and qh.
 struct RowsQ6_K {
+  struct At {
+    const uint8_t* ql;
+    const uint8_t* qh;
+    const uint8_t* sc;
+    const uint16_t* d;
+  };
   struct Raw {
     int4 la0, la1, lb0, lb1, h0, h1;
     uint32_t sc;
     uint16_t d;
   };
-  static __device__ __forceinline__ Raw Fetch(const DeviceMatrix& w, int o, int b, int nb) {
-    const int64_t sb = static_cast<int64_t>(o) * (nb / 8) + (b >> 3);
-    const int s = b & 7, n = s >> 2;
+  struct Lane {
+    int k, shift;
+  };
+  static __device__ __forceinline__ Lane LaneOf(int j2) { return Lane{j2 & 3, (j2 & 3) >= 2 ? 4 : 0}; }
+  static __device__ __forceinline__ At Start(const DeviceMatrix& w, int o, int gl, int j2, int nb) {
+    const int64_t sb = static_cast<int64_t>(o) * (nb / 8) + gl;
+    const int n = j2 >> 2;
     const uint8_t* blk = w.q + sb * 208;
-    const uint8_t* ql = blk + 64 * n;
-    const uint8_t* qh = blk + 128 + 32 * n;
+    return At{blk + 64 * n, blk + 128 + 32 * n, blk + 192 + 2 * j2, w.d + sb};
+  }
+  static __device__ __forceinline__ Raw Fetch(const At& at, int r, int, int, int) {
+    const int off = r * (8 * 208);
+    const uint8_t* ql = at.ql + off;
     return Raw{Load16(ql),
                Load16(ql + 16),
                Load16(ql + 32),
                Load16(ql + 48),
-               Load16(qh),
-               Load16(qh + 16),
-               __ldg(reinterpret_cast<const uint32_t*>(blk + 192 + 2 * s)),
-               __ldg(w.d + sb)};
+               Load16(at.qh + off),
+               Load16(at.qh + off + 16),
+               __ldg(reinterpret_cast<const uint32_t*>(at.sc + off)),
+               __ldg(at.d + 8 * r)};
   }
-  static __device__ __forceinline__ void Terms(const Raw& r, const Staged& x, int b, int, float* t0,
-                                               float* t1) {
-    const int s = b & 7, k = s & 3, shift = k >= 2 ? 4 : 0;
+  static __device__ __forceinline__ void Terms(const Raw& r, const Lane& ln, const Staged& x, int b, int,
+                                               float* t0, float* t1) {
     const float d = HalfBits(r.d);
     const int8_t* xp = x.q + b * 32;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int4 l0 = h == 0 ? r.la0 : r.lb0, l1 = h == 0 ? r.la1 : r.lb1;
-      const int4 q0 = Q6Values(And(Shr(l0, shift), 0x0F0F0F0F), And(Shr(r.h0, 2 * (k + h)), 0x03030303));
-      const int4 q1 = Q6Values(And(Shr(l1, shift), 0x0F0F0F0F), And(Shr(r.h1, 2 * (k + h)), 0x03030303));
+      const int4 q0 =
+          Q6Values(And(Shr(l0, ln.shift), 0x0F0F0F0F), And(Shr(r.h0, 2 * (ln.k + h)), 0x03030303));
+      const int4 q1 =
+          Q6Values(And(Shr(l1, ln.shift), 0x0F0F0F0F), And(Shr(r.h1, 2 * (ln.k + h)), 0x03030303));
       const auto lo = static_cast<int8_t>((r.sc >> (16 * h)) & 0xFF);
       const auto hi = static_cast<int8_t>((r.sc >> (16 * h + 8)) & 0xFF);
       const float t = Q6_KTerm(
-          Dot16(q0, Shared16(xp + 32 * h)) + kExactBias, Dot16(q1, Shared16(xp + 32 * h + 16)) + kExactBias,
+          Dot16(q0, Shared16(xp + 32 * h), kExactBias), Dot16(q1, Shared16(xp + 32 * h + 16), kExactBias),
           __fmul_rn(d, static_cast<float>(lo)), __fmul_rn(d, static_cast<float>(hi)), x.d[b + h]);
       *(h == 0 ? t0 : t1) = t;
     }
@@ -170,29 +238,32 @@ __host__ __device__ constexpr int StagedBytes(int cols) { return (cols + 15) / 1
 template <class F>
 __global__ void __launch_bounds__(kWarps * 32) MatVecRowsKernel(MatVecJob job, Q8Act xq, int total_rows) {
   extern __shared__ __align__(16) uint8_t staged_bytes[];
-  const int lane = static_cast<int>(threadIdx.x & 31);
+  __shared__ __align__(16) float seg_all[kWarps][2][8];  // a round's eight segment sums, rounds alternating
+  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
   const int cols = static_cast<int>(job.w[0].cols), nb = cols / 32, ng = (nb + 7) / 8;
   const int rounds = (ng + 7) / 8, tw = static_cast<int>(gridDim.x) * kWarps;
-  int row = static_cast<int>(blockIdx.x) * kWarps + static_cast<int>(threadIdx.x >> 5);
+  const int j2 = 2 * (lane & 3), gl = lane >> 2;
+  int row = static_cast<int>(blockIdx.x) * kWarps + warp;
 
-  // Row `row` of the job: matrix k, its row o (row < total_rows).
+  // Row `r` of the job: matrix k, its row o (r < total_rows).
   auto locate = [&](int r, int* k, int* o) {
     int kk = 0;
     while (kk + 1 < job.count && r >= job.w[kk].rows) r -= static_cast<int>(job.w[kk++].rows);
     *k = kk;
     *o = r;
   };
-  auto prefetch = [&](int r) {  // weights no kernel writes: may run before the wait
-    if (r >= total_rows) return;
-    int k, o;
-    locate(r, &k, &o);
+  auto prefetch = [&](int k, int o) {  // weights no kernel writes: may run before the wait
     const int64_t bytes = F::RowBytes(nb), sbytes = F::ScaleBytes(nb);
     const uint8_t* p = job.w[k].q + o * bytes;
     for (int off = lane * 128; off < bytes; off += 32 * 128) PrefetchL2(p + off);
     const auto* ps = reinterpret_cast<const uint8_t*>(job.w[k].d) + o * sbytes;
     for (int off = lane * 128; off < sbytes; off += 32 * 128) PrefetchL2(ps + off);
   };
-  prefetch(row);
+  int k = 0, o = 0;
+  if (row < total_rows) {
+    locate(row, &k, &o);
+    prefetch(k, o);
+  }
   AfterPrevious();
 
   // The activations, once per block.
@@ -209,63 +280,76 @@ __global__ void __launch_bounds__(kWarps * 32) MatVecRowsKernel(MatVecJob job, Q
   if (row >= total_rows) return;
   const Staged x{sq, sd, ss};
 
-  // Where piece p ends (the first segment of the next, qblock.cuh); past the last piece, never.
+  // Where pieces 1, 2, 3 begin (qblock.cuh; QuantPieces is 1 or 4); past the last piece, never.
   const int pieces = QuantPieces(cols);
-  auto piece_end = [&](int p) { return p + 1 < pieces ? ng * (p + 1) / pieces : INT_MAX; };
+  const int begin1 = pieces > 1 ? ng / pieces : INT_MAX, begin2 = pieces > 2 ? ng * 2 / pieces : INT_MAX,
+            begin3 = pieces > 3 ? ng * 3 / pieces : INT_MAX;
 
-  const int j2 = 2 * (lane & 3), gl = lane >> 2;
-  int k, o;
-  locate(row, &k, &o);
-  int r = 0;
+  const typename F::Lane fl = F::LaneOf(j2);
+  typename F::At at = F::Start(job.w[k], o, gl, j2, nb);
   typename F::Raw cur{};
-  if (gl < ng) cur = F::Fetch(job.w[k], o, 8 * gl + j2, nb);
-  float acc = 0.0f, total = 0.0f;
-  int p = 0, end = piece_end(0);
+  if (gl < ng) cur = F::Fetch(at, 0, gl, j2, nb);
+  int parity = 0;
   while (true) {
-    // The next round (of this row or the warp's next), fetched while this one computes.
-    int nrow = row, nr = r + 1, nk = k, no = o;
-    if (nr == rounds) {
-      nr = 0;
-      nrow += tw;
-      if (nrow < total_rows) locate(nrow, &nk, &no);
+    // The warp's next row: where it is, its weights to L2 now, its first round fetched in this row's last.
+    const int nrow = row + tw;
+    int nk = 0, no = 0;
+    typename F::At nat{};
+    if (nrow < total_rows) {
+      locate(nrow, &nk, &no);
+      prefetch(nk, no);
+      nat = F::Start(job.w[nk], no, gl, j2, nb);
     }
-    if (r == 0) prefetch(row + tw);
-    const int ng_next = 8 * nr + gl;
-    typename F::Raw nxt{};
-    if (nrow < total_rows && ng_next < ng) nxt = F::Fetch(job.w[nk], no, 8 * ng_next + j2, nb);
-
-    const int g = 8 * r + gl;
-    float t0 = 0.0f, t1 = 0.0f;
-    if (g < ng) F::Terms(cur, x, 8 * g + j2, nb, &t0, &t1);
-    float v = __fadd_rn(t0, t1);
-    v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
-    v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
-#pragma unroll
-    for (int s = 0; s < 8; ++s) {
-      const float seg = __shfl_sync(0xffffffffu, v, 4 * s);
-      const int gs = 8 * r + s;
-      if (gs >= ng) break;
-      if (gs == end) {
-        total = p == 0 ? acc : __fadd_rn(total, acc);
-        acc = 0.0f;
-        end = piece_end(++p);
+    float acc = 0.0f, total = 0.0f;
+    int p = 0, end = begin1, end2 = begin2, end3 = begin3;
+    for (int r = 0; r < rounds; ++r) {
+      const int g = 8 * r + gl;
+      typename F::Raw nxt{};
+      if (r + 1 < rounds) {
+        if (g + 8 < ng) nxt = F::Fetch(at, r + 1, g + 8, j2, nb);
+      } else if (nrow < total_rows && gl < ng) {
+        nxt = F::Fetch(nat, 0, gl, j2, nb);
       }
-      acc = __fadd_rn(acc, seg);
+      float t0 = 0.0f, t1 = 0.0f;
+      if (g < ng) F::Terms(cur, fl, x, 8 * g + j2, nb, &t0, &t1);
+      float v = __fadd_rn(t0, t1);
+      v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
+      v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
+      // The round's segment sums (lane 4s holds segment s) through shared memory, added in order.
+      float* seg = seg_all[warp][parity];
+      parity ^= 1;
+      if ((lane & 3) == 0) seg[gl] = v;
+      __syncwarp();
+      const float4 s0 = *reinterpret_cast<const float4*>(seg), s1 = *reinterpret_cast<const float4*>(seg + 4);
+      const float sums[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
+      const int g0 = 8 * r;
+      if (g0 + 8 <= ng && end >= g0 + 8) {  // no piece begins inside the round, and it is whole
+#pragma unroll
+        for (int s = 0; s < 8; ++s) acc = __fadd_rn(acc, sums[s]);
+      } else {
+#pragma unroll
+        for (int s = 0; s < 8; ++s) {
+          if (g0 + s >= ng) break;
+          if (g0 + s == end) {
+            total = p == 0 ? acc : __fadd_rn(total, acc);
+            acc = 0.0f;
+            ++p;
+            end = end2;
+            end2 = end3;
+            end3 = INT_MAX;
+          }
+          acc = __fadd_rn(acc, sums[s]);
+        }
+      }
+      cur = nxt;
     }
-    if (r + 1 == rounds) {
-      total = p == 0 ? acc : __fadd_rn(total, acc);
-      if (lane == 0) StoreResult(job.out[k], 0, o, total);
-      if (nrow >= total_rows) break;
-      acc = 0.0f;
-      total = 0.0f;
-      p = 0;
-      end = piece_end(0);
-    }
+    total = p == 0 ? acc : __fadd_rn(total, acc);
+    if (lane == 0) StoreResult(job.out[k], 0, o, total);
+    if (nrow >= total_rows) break;
     row = nrow;
-    r = nr;
     k = nk;
     o = no;
-    cur = nxt;
+    at = nat;
   }
 }
 
@@ -305,13 +389,14 @@ cudaError_t LaunchRows(const MatVecJob& job, Q8Act xq, cudaStream_t s) {
 
 }  // namespace
 
-// Where it pays, measured on an H200 (fak bench kernels --backend cuda, 2026-12-06): rows of at least one
-// full round (2,048 columns), and at least two rows per resident warp. With fewer rows a warp's rounds
-// run one after another with one round in flight, where the previous kernel has four warps on a row
-// (7B and 27B down projections: 1.24 against 1.49 and 1.60 TB/s at Q4_K); at 1,536 columns a quarter of
-// the lanes idle (1.5B gate/up at Q8_0: 2.18 against 2.35). Taken: the 7B gate/up (1.81 against 1.75
-// at Q4_K, 3.08 against 2.83 at Q8_0), the 27B gate/up, attention q and Gated-DeltaNet input (Q4_K
-// 1.67, 1.35, 1.44 against 1.12, 1.09, 1.08).
+// Where it pays, measured on an H100 (fak bench kernels --backend cuda, 2026-12-06, docs/bench/gpu.md):
+// Q4_K on every shape (the previous kernel's 4-bit unpacking made it bound by instruction issue: 27B
+// gate/up 2.39 against 1.12 TB/s, 7B gate/up 2.45 against 1.62, 1.5B q/k/v 0.62 against 0.60); Q8_0 and
+// Q6_K where there are at least two rows per resident warp and rows shorter than 8,192 columns (1.5B
+// gate/up at Q8_0 2.32 against 2.07, 27B attention q 2.34 against 2.12). With fewer rows a warp's
+// rounds run one after another where the previous kernel puts four warps on a row, and with long rows
+// that kernel's four warps win too (7B down at Q8_0 1.60 against 1.85, 27B down at Q6_K 1.65 against
+// 1.75).
 bool MatVecRowsTakes(const MatVecJob& job, int64_t n) {
   if (n != 1 || job.tail.kind != TailKind::kNone || !ReadsQ8(job.w[0].format)) return false;
   const char* v = std::getenv("FAK_CUDA_MATVEC_ROWS");
@@ -324,12 +409,11 @@ bool MatVecRowsTakes(const MatVecJob& job, int64_t n) {
       (job.w[0].format == MatFormat::kQ8_0 ? cols % 32 != 0 : cols % 256 != 0)) {
     return false;
   }
-  if (always) return true;
-  if (cols < 2048) return false;
+  if (always || job.w[0].format == MatFormat::kQ4_K) return true;
+  if (cols >= 8192) return false;
   const int c = static_cast<int>(cols);
   switch (job.w[0].format) {
     case MatFormat::kQ8_0: return rows >= 2 * ResidentWarps<RowsQ8_0>(c);
-    case MatFormat::kQ4_K: return rows >= 2 * ResidentWarps<RowsQ4_K>(c);
     case MatFormat::kQ6_K: return rows >= 2 * ResidentWarps<RowsQ6_K>(c);
     default: return false;
   }
