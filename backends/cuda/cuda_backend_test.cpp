@@ -542,12 +542,18 @@ TEST(CudaOps, MatMulRowsAreBitIdenticalAloneAndInABatch) {
                // Four pieces with a partial last segment; four rounds per piece.
                {GgmlType::kQ8_0, 4128},
                {GgmlType::kQ4_K, 16384}};
-  // Both forms of the one-row product: a warp per whole row (matvec_rows.cu) and four warps per long row.
-  for (const char* rows_kernel : {"1", "0"})
+  // Both forms of the one-row product: warps on whole rows (matvec_rows.cu; rows of four pieces by one,
+  // two or four warps each) and four warps per long row (matvec.cu).
+  const struct {
+    const char* rows_kernel;
+    const char* split;
+  } forms[] = {{"1", "1"}, {"1", "2"}, {"1", "4"}, {"0", ""}};
+  for (const auto& form : forms)
     for (const auto& c : cases) {
-      const ScopedEnv rows_env("FAK_CUDA_MATVEC_ROWS", rows_kernel);
+      const ScopedEnv rows_env("FAK_CUDA_MATVEC_ROWS", form.rows_kernel),
+          split_env("FAK_CUDA_MATVEC_SPLIT", form.split);
       SCOPED_TRACE(std::string(GgmlTypeName(c.type)) + " cols=" + std::to_string(c.cols) + " rows kernel " +
-                   rows_kernel);
+                   form.rows_kernel + ", warps per row " + form.split);
       const TestMatrix m = MakeMatrix(c.type, rows, c.cols, 3);
       auto w = be.gpu->BindMatrix(m.weight());
       ASSERT_TRUE(w.ok());

@@ -235,15 +235,32 @@ struct RowsQ6_K {
 // floats per block.
 __host__ __device__ constexpr int StagedBytes(int cols) { return (cols + 15) / 16 * 16 + cols / 32 * 8; }
 
-template <class F>
+// kW warps per row (1, 2 or 4; more than 1 only for rows of four pieces): warp w of a block takes row
+// slot w / kW and, of that row, pieces [(w % kW) 4 / kW, (w % kW + 1) 4 / kW); its pieces' sums go
+// through shared memory and one lane adds the row's four in order, as a warp with the whole row does.
+template <class F, int kW>
 __global__ void __launch_bounds__(kWarps * 32) MatVecRowsKernel(MatVecJob job, Q8Act xq, int total_rows) {
+  static_assert(kW == 1 || kW == 2 || kW == 4, "a row's four pieces split evenly among its warps");
+  constexpr int kSlots = kWarps / kW;  // rows a block computes at once
   extern __shared__ __align__(16) uint8_t staged_bytes[];
   __shared__ __align__(16) float seg_all[kWarps][2][8];  // a round's eight segment sums, rounds alternating
+  __shared__ float piece_all[2][kSlots][4];              // kW > 1: the rows' piece sums, rows alternating
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
+  const int slot = warp / kW, part = warp % kW;
   const int cols = static_cast<int>(job.w[0].cols), nb = cols / 32, ng = (nb + 7) / 8;
-  const int rounds = (ng + 7) / 8, tw = static_cast<int>(gridDim.x) * kWarps;
   const int j2 = 2 * (lane & 3), gl = lane >> 2;
-  int row = static_cast<int>(blockIdx.x) * kWarps + warp;
+  const int stride = static_cast<int>(gridDim.x) * kSlots;
+  int row = static_cast<int>(blockIdx.x) * kSlots + slot;
+
+  // This warp's segments of a row, [seg0, seg0 + len), and where the pieces after its first begin
+  // (qblock.cuh; QuantPieces is 1 or 4, and 4 wherever kW > 1); past its last piece, never.
+  const int pieces = QuantPieces(cols), first = part * (pieces / kW), mine = pieces / kW;
+  const int seg0 = static_cast<int>(PieceBegin(ng, pieces, first));
+  const int len = static_cast<int>(PieceBegin(ng, pieces, first + mine)) - seg0;
+  const int rounds = (len + 7) / 8;
+  const int begin1 = mine > 1 ? static_cast<int>(PieceBegin(ng, pieces, first + 1)) : INT_MAX;
+  const int begin2 = mine > 2 ? static_cast<int>(PieceBegin(ng, pieces, first + 2)) : INT_MAX;
+  const int begin3 = mine > 3 ? static_cast<int>(PieceBegin(ng, pieces, first + 3)) : INT_MAX;
 
   // Row `r` of the job: matrix k, its row o (r < total_rows).
   auto locate = [&](int r, int* k, int* o) {
@@ -253,6 +270,7 @@ __global__ void __launch_bounds__(kWarps * 32) MatVecRowsKernel(MatVecJob job, Q
     *o = r;
   };
   auto prefetch = [&](int k, int o) {  // weights no kernel writes: may run before the wait
+    if (part != 0) return;             // the row's first warp prefetches all of it
     const int64_t bytes = F::RowBytes(nb), sbytes = F::ScaleBytes(nb);
     const uint8_t* p = job.w[k].q + o * bytes;
     for (int off = lane * 128; off < bytes; off += 32 * 128) PrefetchL2(p + off);
@@ -277,41 +295,39 @@ __global__ void __launch_bounds__(kWarps * 32) MatVecRowsKernel(MatVecJob job, Q
     ss[b] = ExactFloat(Sum16(Load16(xq.q + 32 * b)) + Sum16(Load16(xq.q + 32 * b + 16)));
   }
   __syncthreads();
-  if (row >= total_rows) return;
+  // With kW > 1 every warp of a block runs the loop as often as the block's first slot (the barriers
+  // must match); a warp whose slot is past the last row computes nothing.
+  if (kW == 1 ? row >= total_rows : row - slot >= total_rows) return;
   const Staged x{sq, sd, ss};
 
-  // Where pieces 1, 2, 3 begin (qblock.cuh; QuantPieces is 1 or 4); past the last piece, never.
-  const int pieces = QuantPieces(cols);
-  const int begin1 = pieces > 1 ? ng / pieces : INT_MAX, begin2 = pieces > 2 ? ng * 2 / pieces : INT_MAX,
-            begin3 = pieces > 3 ? ng * 3 / pieces : INT_MAX;
-
   const typename F::Lane fl = F::LaneOf(j2);
-  typename F::At at = F::Start(job.w[k], o, gl, j2, nb);
+  typename F::At at = F::Start(job.w[k], o, seg0 + gl, j2, nb);
   typename F::Raw cur{};
-  if (gl < ng) cur = F::Fetch(at, 0, gl, j2, nb);
-  int parity = 0;
+  if (row < total_rows && gl < len) cur = F::Fetch(at, 0, seg0 + gl, j2, nb);
+  int parity = 0, turn = 0;
   while (true) {
     // The warp's next row: where it is, its weights to L2 now, its first round fetched in this row's last.
-    const int nrow = row + tw;
+    const int nrow = row + stride;
     int nk = 0, no = 0;
     typename F::At nat{};
     if (nrow < total_rows) {
       locate(nrow, &nk, &no);
       prefetch(nk, no);
-      nat = F::Start(job.w[nk], no, gl, j2, nb);
+      nat = F::Start(job.w[nk], no, seg0 + gl, j2, nb);
     }
+    float* piece_sum = piece_all[turn][slot];
     float acc = 0.0f, total = 0.0f;
     int p = 0, end = begin1, end2 = begin2, end3 = begin3;
-    for (int r = 0; r < rounds; ++r) {
-      const int g = 8 * r + gl;
+    for (int r = 0; r < rounds && row < total_rows; ++r) {
+      const int g = seg0 + 8 * r + gl;  // the lane's segment
       typename F::Raw nxt{};
       if (r + 1 < rounds) {
-        if (g + 8 < ng) nxt = F::Fetch(at, r + 1, g + 8, j2, nb);
-      } else if (nrow < total_rows && gl < ng) {
-        nxt = F::Fetch(nat, 0, gl, j2, nb);
+        if (8 * (r + 1) + gl < len) nxt = F::Fetch(at, r + 1, g + 8, j2, nb);
+      } else if (nrow < total_rows && gl < len) {
+        nxt = F::Fetch(nat, 0, seg0 + gl, j2, nb);
       }
       float t0 = 0.0f, t1 = 0.0f;
-      if (g < ng) F::Terms(cur, fl, x, 8 * g + j2, nb, &t0, &t1);
+      if (8 * r + gl < len) F::Terms(cur, fl, x, 8 * g + j2, nb, &t0, &t1);
       float v = __fadd_rn(t0, t1);
       v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
       v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
@@ -322,16 +338,20 @@ __global__ void __launch_bounds__(kWarps * 32) MatVecRowsKernel(MatVecJob job, Q
       __syncwarp();
       const float4 s0 = *reinterpret_cast<const float4*>(seg), s1 = *reinterpret_cast<const float4*>(seg + 4);
       const float sums[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
-      const int g0 = 8 * r;
-      if (g0 + 8 <= ng && end >= g0 + 8) {  // no piece begins inside the round, and it is whole
+      const int g0 = seg0 + 8 * r;
+      if (8 * r + 8 <= len && end >= g0 + 8) {  // no piece begins inside the round, and it is whole
 #pragma unroll
         for (int s = 0; s < 8; ++s) acc = __fadd_rn(acc, sums[s]);
       } else {
 #pragma unroll
         for (int s = 0; s < 8; ++s) {
-          if (g0 + s >= ng) break;
+          if (8 * r + s >= len) break;
           if (g0 + s == end) {
-            total = p == 0 ? acc : __fadd_rn(total, acc);
+            if (kW == 1) {
+              total = p == 0 ? acc : __fadd_rn(total, acc);
+            } else if (lane == 0) {
+              piece_sum[first + p] = acc;
+            }
             acc = 0.0f;
             ++p;
             end = end2;
@@ -343,9 +363,21 @@ __global__ void __launch_bounds__(kWarps * 32) MatVecRowsKernel(MatVecJob job, Q
       }
       cur = nxt;
     }
-    total = p == 0 ? acc : __fadd_rn(total, acc);
-    if (lane == 0) StoreResult(job.out[k], 0, o, total);
-    if (nrow >= total_rows) break;
+    if constexpr (kW == 1) {
+      total = p == 0 ? acc : __fadd_rn(total, acc);
+      if (lane == 0) StoreResult(job.out[k], 0, o, total);
+      if (nrow >= total_rows) break;
+    } else {
+      if (lane == 0) piece_sum[first + p] = acc;
+      __syncthreads();  // the row's pieces are in; the other turn's were read before this barrier
+      if (part == 0 && lane == 0 && row < total_rows) {
+        total = piece_sum[0];
+        for (int q = 1; q < 4; ++q) total = __fadd_rn(total, piece_sum[q]);
+        StoreResult(job.out[k], 0, o, total);
+      }
+      turn ^= 1;
+      if (nrow - slot >= total_rows) break;
+    }
     row = nrow;
     k = nk;
     o = no;
@@ -353,9 +385,9 @@ __global__ void __launch_bounds__(kWarps * 32) MatVecRowsKernel(MatVecJob job, Q
   }
 }
 
-// Blocks of the format's kernel one multiprocessor holds with the activations of `cols` staged: asked of
-// the occupancy API once per width (MatVecRowsTakes and the launch both need it).
-template <class F>
+// Blocks of the kernel one multiprocessor holds with the activations of `cols` staged: asked of the
+// occupancy API once per width (MatVecRowsTakes and the launch both need it).
+template <class F, int kW>
 int BlocksPerSm(int cols) {
   static std::mutex mu;
   static std::map<int, int> known;
@@ -363,7 +395,7 @@ int BlocksPerSm(int cols) {
   const auto it = known.find(cols);
   if (it != known.end()) return it->second;
   int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, MatVecRowsKernel<F>, kWarps * 32,
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, MatVecRowsKernel<F, kW>, kWarps * 32,
                                                     StagedBytes(cols)) != cudaSuccess) {
     cudaGetLastError();
     per_sm = 1;
@@ -372,9 +404,20 @@ int BlocksPerSm(int cols) {
 }
 
 // Resident warps of the format's kernel for rows of `cols`.
-template <class F>
+template <class F, int kW = 1>
 int64_t ResidentWarps(int cols) {
-  return int64_t{kWarps} * BlocksPerSm<F>(cols) * std::max(1, MultiprocessorCount());
+  return int64_t{kWarps} * BlocksPerSm<F, kW>(cols) * std::max(1, MultiprocessorCount());
+}
+
+int WarpsPerRow(int64_t rows, int64_t cols, int64_t resident);  // below
+
+template <class F, int kW>
+cudaError_t LaunchRowsW(const MatVecJob& job, Q8Act xq, int64_t rows, cudaStream_t s) {
+  const int cols = static_cast<int>(job.w[0].cols);
+  constexpr int kSlots = kWarps / kW;
+  const int64_t blocks = std::min((rows + kSlots - 1) / kSlots, ResidentWarps<F, kW>(cols) / kWarps);
+  return Launch(MatVecRowsKernel<F, kW>, dim3(static_cast<unsigned>(blocks)), kWarps * 32, StagedBytes(cols),
+                s, job, xq, static_cast<int>(rows));
 }
 
 template <class F>
@@ -382,21 +425,37 @@ cudaError_t LaunchRows(const MatVecJob& job, Q8Act xq, cudaStream_t s) {
   const int cols = static_cast<int>(job.w[0].cols);
   int64_t rows = 0;
   for (int k = 0; k < job.count; ++k) rows += job.w[k].rows;
-  const int64_t blocks = std::min((rows + kWarps - 1) / kWarps, ResidentWarps<F>(cols) / kWarps);
-  return Launch(MatVecRowsKernel<F>, dim3(static_cast<unsigned>(blocks)), kWarps * 32, StagedBytes(cols), s,
-                job, xq, static_cast<int>(rows));
+  switch (WarpsPerRow(rows, cols, ResidentWarps<F>(cols))) {
+    case 4: return LaunchRowsW<F, 4>(job, xq, rows, s);
+    case 2: return LaunchRowsW<F, 2>(job, xq, rows, s);
+    default: return LaunchRowsW<F, 1>(job, xq, rows, s);
+  }
+}
+
+// Rows of four pieces (QuantPieces) get four warps each, a piece per warp, when there are fewer rows
+// than twice the resident warps: a warp's rounds run one after another, so a few long rows are otherwise
+// a few long chains. Measured on an H100 (GB/s, whole-row kernel with one, two and four warps per row):
+// 7B down Q4_K 1,788 / 1,686 / 1,923, Q8_0 1,615 / 1,900 / 2,342; 27B down Q4_K 1,451 / 1,807 / 1,967;
+// and with many rows one warp per row (27B gate/up Q4_K 2,449 / 1,935 / 1,677).
+// FAK_CUDA_MATVEC_SPLIT=1, 2 or 4 sets it (rows of four pieces only).
+int WarpsPerRow(int64_t rows, int64_t cols, int64_t resident) {
+  if (QuantPieces(cols) != 4) return 1;
+  if (const char* v = std::getenv("FAK_CUDA_MATVEC_SPLIT"); v != nullptr && v[0] != '\0') {
+    const int n = std::atoi(v);
+    return n == 2 || n == 4 ? n : 1;
+  }
+  return rows >= 2 * resident ? 1 : 4;
 }
 
 }  // namespace
 
 // Where it pays, measured on an H100 (fak bench kernels --backend cuda, 2026-12-06, docs/bench/gpu.md):
 // Q4_K on every shape (the previous kernel's 4-bit unpacking made it bound by instruction issue: 27B
-// gate/up 2.39 against 1.12 TB/s, 7B gate/up 2.45 against 1.62, 1.5B q/k/v 0.62 against 0.60); Q8_0 and
-// Q6_K where there are at least two rows per resident warp and rows shorter than 8,192 columns (1.5B
-// gate/up at Q8_0 2.32 against 2.07, 27B attention q 2.34 against 2.12). With fewer rows a warp's
-// rounds run one after another where the previous kernel puts four warps on a row, and with long rows
-// that kernel's four warps win too (7B down at Q8_0 1.60 against 1.85, 27B down at Q6_K 1.65 against
-// 1.75).
+// gate/up 2.45 against 1.12 TB/s, 7B down 1.92 against 1.25, 1.5B q/k/v 0.60 against 0.60); Q8_0 and
+// Q6_K with at least as many rows as resident warps (7B down at Q8_0 2.34 against 1.85 with four warps
+// a row, 1.5B gate/up 2.35 against 2.07, 7B q/k/v 2.08 against 1.81). With fewer rows (the 1.5B
+// geometry's q/k/v, o and down: 0.99 against 1.11, 0.79 against 0.91, 1.58 against 1.83 at Q8_0) the
+// previous kernel's four warps on each row of a grid of short rows win.
 bool MatVecRowsTakes(const MatVecJob& job, int64_t n) {
   if (n != 1 || job.tail.kind != TailKind::kNone || !ReadsQ8(job.w[0].format)) return false;
   const char* v = std::getenv("FAK_CUDA_MATVEC_ROWS");
@@ -410,11 +469,10 @@ bool MatVecRowsTakes(const MatVecJob& job, int64_t n) {
     return false;
   }
   if (always || job.w[0].format == MatFormat::kQ4_K) return true;
-  if (cols >= 8192) return false;
   const int c = static_cast<int>(cols);
   switch (job.w[0].format) {
-    case MatFormat::kQ8_0: return rows >= 2 * ResidentWarps<RowsQ8_0>(c);
-    case MatFormat::kQ6_K: return rows >= 2 * ResidentWarps<RowsQ6_K>(c);
+    case MatFormat::kQ8_0: return rows >= ResidentWarps<RowsQ8_0>(c);
+    case MatFormat::kQ6_K: return rows >= ResidentWarps<RowsQ6_K>(c);
     default: return false;
   }
 }
