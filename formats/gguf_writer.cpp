@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <set>
 
@@ -240,15 +241,24 @@ Status GgufWriter::Write(const std::string& path) {
     offset += (t.n_bytes + alignment_ - 1) / alignment_ * alignment_;
   }
   if (!out.Pad(alignment_)) return fail(IoError("{}: write failed: {}", tmp, std::strerror(errno)));
-  std::vector<uint8_t> buf;
-  for (auto& t : tensors_) {
+  // Tensor i is produced while tensor i - 1 is written by another thread, in two buffers: a model's
+  // conversion otherwise waits for the disk after every tensor (a 0.5B synthesis on two cores spent 1.6
+  // of its 4.1 s writing). A write reports its errno, 0 when it succeeded.
+  std::vector<uint8_t> bufs[2];
+  std::future<int> writing;
+  auto written = [&]() { return writing.valid() ? writing.get() : 0; };
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    Tensor& t = tensors_[i];
+    std::vector<uint8_t>& buf = bufs[i % 2];  // its last write, two tensors ago, has been waited for
     buf.assign(t.n_bytes, 0);
-    Status s = t.produce(std::span<uint8_t>(buf));
+    const Status s = t.produce(std::span<uint8_t>(buf));
+    if (const int e = written(); e != 0) return fail(IoError("{}: write failed: {}", tmp, std::strerror(e)));
     if (!s.ok()) return fail(s.WithContext(fmt::format("writing {}", path)));
-    if (!out.Put(buf.data(), buf.size()) || !out.Pad(alignment_)) {
-      return fail(IoError("{}: write failed: {}", tmp, std::strerror(errno)));
-    }
+    writing = std::async(std::launch::async, [&out, &buf, alignment = alignment_] {
+      return out.Put(buf.data(), buf.size()) && out.Pad(alignment) ? 0 : (errno != 0 ? errno : EIO);
+    });
   }
+  if (const int e = written(); e != 0) return fail(IoError("{}: write failed: {}", tmp, std::strerror(e)));
   if (!out.Close()) {
     std::remove(tmp.c_str());
     return IoError("{}: write failed: {}", tmp, std::strerror(errno));
