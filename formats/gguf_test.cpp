@@ -2,14 +2,17 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <fstream>
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "formats/gguf_test_util.h"
 #include "formats/gguf_writer.h"
@@ -188,6 +191,49 @@ TEST(GgufWriter, FailedProducerLeavesNoFile) {
   EXPECT_NE(s.message().find("source went away"), std::string::npos);
   EXPECT_FALSE(fs::exists(path));
   EXPECT_FALSE(fs::exists(path + ".tmp"));
+}
+
+// Tensors are produced while the one before is written by another thread: a producer failing after
+// several tensors, and a write failing (the file size limit, EFBIG) while later tensors are produced,
+// both leave no file and name what went wrong.
+TEST(GgufWriter, FailuresWhileATensorIsBeingWrittenLeaveNoFile) {
+  const std::string path =
+      (fs::temp_directory_path() / ("fak_writer_overlap_" + std::to_string(getpid()) + ".gguf")).string();
+  fs::remove(path);
+  auto writer = [](int fail_at) {
+    auto wr = std::make_unique<GgufWriter>();
+    for (int i = 0; i < 6; ++i) {
+      EXPECT_TRUE(wr->AddTensor("t" + std::to_string(i), {64 * 1024}, GgmlType::kF32,
+                                [i, fail_at](std::span<uint8_t> out) {
+                                  if (i == fail_at) return IoError("source went away at {}", i);
+                                  std::fill(out.begin(), out.end(), static_cast<uint8_t>(i));
+                                  return Status::Ok();
+                                })
+                      .ok());
+    }
+    return wr;
+  };
+  Status s = writer(4)->Write(path);
+  EXPECT_NE(s.message().find("source went away at 4"), std::string::npos) << s.ToString();
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+
+  // Past 600 KB the file's writes fail with EFBIG (SIGXFSZ ignored); each tensor is 256 KB.
+  struct rlimit old_limit {};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit limit = old_limit;
+  limit.rlim_cur = 600 * 1024;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &limit), 0);
+  s = writer(-1)->Write(path);
+  setrlimit(RLIMIT_FSIZE, &old_limit);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_NE(s.message().find("write failed"), std::string::npos) << s.ToString();
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  ASSERT_TRUE(writer(-1)->Write(path).ok());  // and with the limit back, the same file is written
+  EXPECT_GT(fs::file_size(path), 6u * 256 * 1024);
+  fs::remove(path);
 }
 
 // The writer never replaces or writes through anything but a regular file (hardening item 4): a FIFO,
