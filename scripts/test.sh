@@ -26,17 +26,19 @@ asan() {
     ctest --test-dir build-asan --output-on-failure -j "$jobs" --timeout 600
 }
 
-# ThreadSanitizer over the thread pool (core), the engine (batched runtime, sessions, scheduler) and
-# the hybrid architecture's recurrent-state path.
+# ThreadSanitizer over the thread pool (core), the engine (batched runtime, sessions, scheduler), the
+# hybrid architecture's recurrent-state path and the model writer (tensors written while the next is
+# produced).
 tsan() {
   if [ ! -f build-tsan/build.ninja ]; then
     cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Tsan -DFAK_ENABLE_CUDA=OFF > /dev/null || return 1
   fi
-  ninja -C build-tsan -j "$jobs" core_test engine_test qwen35_test || return 1
+  ninja -C build-tsan -j "$jobs" core_test engine_test qwen35_test formats_test || return 1
   # The numerics-only model comparisons (perplexity against llama.cpp, HF oracle fixtures, the larger
   # batch-invariance models) take minutes each under TSan and add no concurrency the rest lacks.
   export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
   build-tsan/core/core_test --gtest_brief=1 || return 1
+  build-tsan/formats/formats_test --gtest_brief=1 --gtest_filter='GgufWriter.*' || return 1
   build-tsan/engine/engine_test --gtest_brief=1 \
     --gtest_filter='-Perplexity.Trained*:Fixtures/HfOracle.*:Types/BatchInvariance.*/qwen2_*' || return 1
   # The hybrid: recurrent-state ops across the pool's threads, snapshots, the scheduler's checkpoints.
