@@ -25,13 +25,7 @@ export LD_LIBRARY_PATH="$PWD/$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fak="$PWD/$pack/bin/fak"
 tok="$pack/shared/fixtures/tokenizers/qwen3"
 export FAK_SYNTH_TOKENIZER="$PWD/$tok"
-# Models go to /dev/shm when it has room (40 GiB): a synthesized file is written at the disk's
-# rate otherwise (a 0.5B Q8_0 file on a 2-core development machine: 4.1 s to disk, 2.5 s to /dev/shm; the
-# 27B geometry took 284 s on the H100 machine), and a bench reads it from the page cache anyway.
-shm_free_kb=$(df -k --output=avail /dev/shm 2>/dev/null | tail -1 | tr -d ' ')
-default_models=/tmp/fak-models
-[ "${shm_free_kb:-0}" -ge 41943040 ] 2>/dev/null && default_models=/dev/shm/fak-models
-models=${MODELS:-$default_models}
+models=$(scripts/test-cuda.sh models-dir)
 mkdir -p "$models"
 variants=${VARIANTS:-"fak="}
 llama=${LLAMA_BENCH:-}

@@ -6,6 +6,7 @@
 #                               binary, the CUDA test binary, the shared libraries they load that a bare
 #                               GPU machine lacks, and the llama.cpp fixtures the tests read.
 #   scripts/test-cuda.sh unpack on the GPU machine: unpacks .cuda-run/ (run does it first).
+#   scripts/test-cuda.sh models-dir  where models are synthesized ($MODELS, /dev/shm, /tmp).
 #   scripts/test-cuda.sh run    on the GPU machine, from the repository root (with .cuda-run/ beside):
 #                               the consistency harness and model tests, then decode and prefill
 #                               benchmarks on models synthesized there; results under $OUT (default
@@ -33,6 +34,20 @@ case "${1:-}" in
     grep -qxF "/$pack/" .git/info/exclude 2>/dev/null || echo "/$pack/" >> .git/info/exclude
     du -sh "$pack"
     ;;
+  models-dir)
+    # Where the GPU scripts synthesize models: $MODELS, else /dev/shm when it has room (40 GiB), since
+    # a synthesized file is written at the disk's rate otherwise (a 0.5B Q8_0 file on a 2-core
+    # development machine: 4.1 s to disk, 2.5 s to /dev/shm; the 27B geometry took 284 s on the H100
+    # machine) and a bench reads it from the page cache anyway; else /tmp.
+    shm_free_kb=$(df -k --output=avail /dev/shm 2>/dev/null | tail -1 | tr -d ' ')
+    if [ -n "${MODELS:-}" ]; then
+      echo "$MODELS"
+    elif [ "${shm_free_kb:-0}" -ge 41943040 ] 2>/dev/null; then
+      echo /dev/shm/fak-models
+    else
+      echo /tmp/fak-models
+    fi
+    ;;
   unpack)
     [ -x "$pack/bin/fak" ] || python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
       "$pack/payload.tar.xz" "$pack" || exit 1
@@ -55,13 +70,7 @@ case "${1:-}" in
     "$pack/bin/cuda_backend_test" --gtest_output="json:$out/cuda_backend_test.json" > "$out/cuda_backend_test.log" 2>&1 || rc=1
     grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|Failure|error|Expected|Which is|actual' "$out/cuda_backend_test.log" | head -60
     echo "== benchmarks (${FAK_CUDA_BENCH_GEOMETRIES:-qwen2.5-1.5b}: ${FAK_CUDA_BENCH_TYPES:-q8_0 q4_k_m})"
-    # Models go to /dev/shm when it has room (40 GiB): a synthesized file is written at the disk's
-    # rate otherwise (a 0.5B Q8_0 file on a 2-core development machine: 4.1 s to disk, 2.5 s to /dev/shm; the
-    # 27B geometry took 284 s on the H100 machine), and a bench reads it from the page cache anyway.
-    shm_free_kb=$(df -k --output=avail /dev/shm 2>/dev/null | tail -1 | tr -d ' ')
-    default_models=/tmp/fak-models
-    [ "${shm_free_kb:-0}" -ge 41943040 ] 2>/dev/null && default_models=/dev/shm/fak-models
-    models=${MODELS:-$default_models}
+    models=$(scripts/test-cuda.sh models-dir)
     mkdir -p "$models"
     for geometry in ${FAK_CUDA_BENCH_GEOMETRIES:-qwen2.5-1.5b}; do
       for type in ${FAK_CUDA_BENCH_TYPES:-q8_0 q4_k_m}; do
@@ -80,7 +89,7 @@ for r in d["results"]:
     exit $rc
     ;;
   *)
-    echo "usage: scripts/test-cuda.sh pack|unpack|run" >&2
+    echo "usage: scripts/test-cuda.sh pack|unpack|run|models-dir" >&2
     exit 2
     ;;
 esac

@@ -48,26 +48,6 @@ struct Staged {
 
 __device__ __forceinline__ int4 Shared16(const int8_t* p) { return *reinterpret_cast<const int4*>(p); }
 
-// The 4-byte dot products the terms are made of, chained from c: signed weights (a) and, for Q4_K's
-// high nibbles taken in place (16 times their value), unsigned ones.
-__device__ __forceinline__ int Dot16(int4 a, int4 b, int c) {
-  c = __dp4a(a.x, b.x, c);
-  c = __dp4a(a.y, b.y, c);
-  c = __dp4a(a.z, b.z, c);
-  return __dp4a(a.w, b.w, c);
-}
-__device__ __forceinline__ int DotU4(int a, int b, int c) {
-  int d;
-  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  return d;
-}
-__device__ __forceinline__ int DotU16(int4 a, int4 b, int c) {
-  c = DotU4(a.x, b.x, c);
-  c = DotU4(a.y, b.y, c);
-  c = DotU4(a.z, b.z, c);
-  return DotU4(a.w, b.w, c);
-}
-
 // Each format, for a lane that takes blocks b = 8g + j2 and b + 1 of segment g = 8r + gl in round r of a
 // row (j2 = 2 (lane % 4), gl = lane / 4):
 //   At     where the lane's loads in row o begin (Start, once per row);

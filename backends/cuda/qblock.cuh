@@ -70,11 +70,24 @@ __device__ __forceinline__ float Tree8(const float* t) {
 
 __device__ __forceinline__ float HalfBits(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 __device__ __forceinline__ int4 Load16(const void* p) { return __ldg(reinterpret_cast<const int4*>(p)); }
-__device__ __forceinline__ int Dot16(int4 a, int4 b) {
-  int s = __dp4a(a.x, b.x, 0);
-  s = __dp4a(a.y, b.y, s);
-  s = __dp4a(a.z, b.z, s);
-  return __dp4a(a.w, b.w, s);
+// The dot of 16 signed bytes, chained from c (kExactBias for a term's biased sum).
+__device__ __forceinline__ int Dot16(int4 a, int4 b, int c = 0) {
+  c = __dp4a(a.x, b.x, c);
+  c = __dp4a(a.y, b.y, c);
+  c = __dp4a(a.z, b.z, c);
+  return __dp4a(a.w, b.w, c);
+}
+// The same with unsigned bytes in a (Q4_K's high nibbles masked in place: 16 times their value).
+__device__ __forceinline__ int DotU4(int a, int b, int c) {
+  int d;
+  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+__device__ __forceinline__ int DotU16(int4 a, int4 b, int c) {
+  c = DotU4(a.x, b.x, c);
+  c = DotU4(a.y, b.y, c);
+  c = DotU4(a.z, b.z, c);
+  return DotU4(a.w, b.w, c);
 }
 __device__ __forceinline__ int Sum16(int4 b) {
   return Dot16(make_int4(0x01010101, 0x01010101, 0x01010101, 0x01010101), b);
