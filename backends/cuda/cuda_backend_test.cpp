@@ -543,17 +543,19 @@ TEST(CudaOps, MatMulRowsAreBitIdenticalAloneAndInABatch) {
                {GgmlType::kQ8_0, 4128},
                {GgmlType::kQ4_K, 16384}};
   // Both forms of the one-row product: warps on whole rows (matvec_rows.cu; rows of four pieces by one,
-  // two or four warps each) and four warps per long row (matvec.cu).
+  // two or four warps each) and four warps per long row (matvec.cu); batches of 16 rows or more by the
+  // GEMM with four or eight warps a tile (gemm.cu).
   const struct {
     const char* rows_kernel;
     const char* split;
-  } forms[] = {{"1", "1"}, {"1", "2"}, {"1", "4"}, {"0", ""}};
+    const char* gemm_warps;
+  } forms[] = {{"1", "1", "4"}, {"1", "2", "4"}, {"1", "4", "4"}, {"0", "", "4"}, {"1", "", "8"}};
   for (const auto& form : forms)
     for (const auto& c : cases) {
       const ScopedEnv rows_env("FAK_CUDA_MATVEC_ROWS", form.rows_kernel),
-          split_env("FAK_CUDA_MATVEC_SPLIT", form.split);
+          split_env("FAK_CUDA_MATVEC_SPLIT", form.split), gemm_env("FAK_CUDA_GEMM_WARPS", form.gemm_warps);
       SCOPED_TRACE(std::string(GgmlTypeName(c.type)) + " cols=" + std::to_string(c.cols) + " rows kernel " +
-                   form.rows_kernel + ", warps per row " + form.split);
+                   form.rows_kernel + ", warps per row " + form.split + ", GEMM warps " + form.gemm_warps);
       const TestMatrix m = MakeMatrix(c.type, rows, c.cols, 3);
       auto w = be.gpu->BindMatrix(m.weight());
       ASSERT_TRUE(w.ok());

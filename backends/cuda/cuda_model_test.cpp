@@ -85,16 +85,19 @@ TEST(CudaModel, DecodeIsBitIdenticalAloneAndInABatchOfEight) {
   // llama.cpp's Q4_K_M mix (q4_k and q6_k matrices) as it is, and requantized to q8_0 at load; with the
   // row ops as their own launches and inside the one-row products (the batch's steps launch them apart);
   // the one-row products by the whole-row kernel on every matrix (FAK_CUDA_MATVEC_ROWS=1; by default
-  // these small matrices take the previous kernel).
+  // these small matrices take the previous kernel); the batch's prompts by the GEMM with four or eight
+  // warps a tile (FAK_CUDA_GEMM_WARPS).
   const struct {
     const char* tails;
     const char* rows;
-  } modes[] = {{"0", "1"}, {"0", "0"}, {"1", "0"}};
+    const char* gemm_warps;
+  } modes[] = {{"0", "1", "4"}, {"0", "0", "8"}, {"1", "0", "4"}};
   for (const auto& mode : modes) {
     for (WeightQuant quant : {WeightQuant::kKeep, WeightQuant::kQ8_0}) {
-      const ScopedEnv tails_env("FAK_CUDA_TAILS", mode.tails), rows_env("FAK_CUDA_MATVEC_ROWS", mode.rows);
+      const ScopedEnv tails_env("FAK_CUDA_TAILS", mode.tails), rows_env("FAK_CUDA_MATVEC_ROWS", mode.rows),
+          gemm_env("FAK_CUDA_GEMM_WARPS", mode.gemm_warps);
       SCOPED_TRACE(std::string(WeightQuantName(quant)) + " tails " + mode.tails + " rows kernel " +
-                   mode.rows);
+                   mode.rows + " GEMM warps " + mode.gemm_warps);
       auto m = LoadFor("../shared/fixtures/llamacpp-tiny/tiny-llama-q4_k_m.gguf", quant, true);
       ASSERT_TRUE(m.ok()) << m.status().ToString();
       auto rt = Runtime::Create(

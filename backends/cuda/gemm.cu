@@ -1,11 +1,11 @@
 // Quantized weights times many int8 activation rows on the tensor cores: prefill and large batches.
 //
 // A block of 128 threads computes a tile of 64 weight rows x 64 activation rows, one segment (8 blocks
-// of 32 weights, qblock.cuh) at a time. Each of the 4 warps computes 32 x 32 outputs with one
-// mma.sync.m16n8k32 (s8 in, exact s32 out) per 32-weight block (Q6_K: two m16n8k16, one per 16-weight
-// scale), turns each block's integer dot into its term and adds the terms in qblock.cuh's order, as the
-// matrix-vector kernel does. A row's result is therefore the same bits whichever kernel computed it,
-// and the batch size only decides which one runs.
+// of 32 weights, qblock.cuh) at a time. Each of the 4 warps computes 32 x 32 outputs (or, with 256
+// threads a block, each of 8 warps 16 x 32: see GemmWarps) with one mma.sync.m16n8k32 (s8 in, exact s32 out)
+// per 32-weight block (Q6_K: two m16n8k16, one per 16-weight scale), turns each block's integer dot into its
+// term and adds the terms in qblock.cuh's order, as the matrix-vector kernel does. A row's result is
+// therefore the same bits whichever kernel computed it, and the batch size only decides which one runs.
 //
 // The weights stay in their device layout in shared memory (Q4_K nibbles and Q6_K bit planes are taken
 // apart when the mma operands are built): cp.async brings segment s + 1 while segment s is computed,
@@ -16,6 +16,8 @@
 // Napkin math (pp512, 1.5B geometry): 1.3 G multiply-adds per token, in 32-weight blocks: 20 M block
 // terms per token at ~5 instructions each (mma is a small part); at 4 warp-instructions per clock per
 // SM that is ~2.3 ms for the 512 tokens' matrices on 132 SMs at 1.98 GHz, the floor of this design.
+#include <cstdlib>
+
 #include "backends/cuda/async_copy.cuh"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/pdl.cuh"
@@ -24,8 +26,7 @@
 namespace fak::cuda {
 namespace {
 
-constexpr int kTile = 64;  // weight rows and activation rows per block
-constexpr int kThreads = 128;
+constexpr int kTile = 64;                // weight rows and activation rows per block
 constexpr int kSeg = kBlocksPerSegment;  // blocks per segment
 constexpr int kSegWeights = kSeg * 32;
 
@@ -62,7 +63,7 @@ struct alignas(16) XStage {
   float sum[kSeg][kTile];  // exact: ExactFloat of the integer sums
 };
 
-template <int kStride>
+template <int kThreads, int kStride>
 __device__ __forceinline__ void IssueX(XStage<kStride>& s, Q8Act x, int64_t cols, int64_t n, int64_t r0,
                                        int64_t seg, int tid) {
   const int64_t nb = cols / 32;
@@ -74,7 +75,9 @@ __device__ __forceinline__ void IssueX(XStage<kStride>& s, Q8Act x, int64_t cols
   }
 }
 
-// The activation scales of a segment: 4 per thread, fetched a segment ahead and stored after.
+// The activation scales of a segment: 4 (2) per thread of 128 (256), fetched a segment ahead and
+// stored after.
+template <int kThreads>
 struct XScales {
   float v[kTile * kSeg / kThreads];
   __device__ __forceinline__ void Load(Q8Act x, int64_t cols, int64_t n, int64_t r0, int64_t seg, int tid) {
@@ -97,7 +100,9 @@ struct XScales {
 };
 
 // Q8_0: the int8 weights of a segment and their f16 scales (as f32, block-major).
+template <int kThreadCount>
 struct Q8_0Gemm {
+  static constexpr int kThreads = kThreadCount;
   static constexpr int kXStride = 272;  // ldmatrix rows 16 bytes apart mod 128: conflict-free
   static constexpr bool kK16 = false, kSums = false, kPrepare = false;
   struct WStage {
@@ -155,7 +160,9 @@ struct Q8_0Gemm {
 
 // Q4_K: the 144-byte super-blocks as stored (row stride 144: 16 bytes mod 128, conflict-free); the
 // scales and mins decoded once per segment into Dec, the activations' block sums into the X stage.
+template <int kThreadCount>
 struct Q4_KGemm {
+  static constexpr int kThreads = kThreadCount;
   static constexpr int kXStride = 272;
   static constexpr bool kK16 = false, kSums = true, kPrepare = true;
   struct WStage {
@@ -225,7 +232,9 @@ struct Q4_KGemm {
 
 // Q6_K: the 208-byte blocks of weights.h (ql[128], qh[64], scales[16]; stride 208 keeps 4-byte loads of
 // 8 rows x 4 lanes conflict-free) and the f16 d through registers; each block is two m16n8k16.
+template <int kThreadCount>
 struct Q6_KGemm {
+  static constexpr int kThreads = kThreadCount;
   static constexpr int kXStride = 272;
   static constexpr bool kK16 = true, kSums = false, kPrepare = true;
   struct WStage {
@@ -331,15 +340,20 @@ __device__ __forceinline__ void Block(const Stage<F>& st, const typename F::Dec&
   }
 }
 
+// A warp's outputs: kSub sub-tiles of 16 weight rows (2 with 4 warps a block, 1 with 8) by 32
+// activation rows.
+template <class F>
+constexpr int kSub = 8 * 32 / F::kThreads;
+
 template <class F, bool kFull>
 __device__ __forceinline__ void ComputeSegment(const Stage<F>& st, const typename F::Dec& dec, int wm, int wn,
-                                               int lane, int nvalid, float (&acc)[2][4][4]) {
+                                               int lane, int nvalid, float (&acc)[kSub<F>][4][4]) {
   const int g = lane >> 2, q = lane & 3;
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < kSub<F>; ++i) {
     Tree tree[4][4];
     float segsum[4][4];
-    const int row0 = 32 * wm + 16 * i, tok0 = 32 * wn;
+    const int row0 = 16 * kSub<F> * wm + 16 * i, tok0 = 32 * wn;
     Block<F, 0, kFull>(st, dec, row0, tok0, g, q, nvalid, tree, segsum);
     Block<F, 1, kFull>(st, dec, row0, tok0, g, q, nvalid, tree, segsum);
     Block<F, 2, kFull>(st, dec, row0, tok0, g, q, nvalid, tree, segsum);
@@ -361,7 +375,8 @@ __device__ __forceinline__ void ComputeSegment(const Stage<F>& st, const typenam
 // kSplit, block z computes piece z alone (its segments folded from +0, as `piece` would hold them) and
 // writes it to the job's scratch, piece-major; CombinePieces then adds the four in order.
 template <class F, int kPieces, bool kSplit>
-__global__ void __launch_bounds__(kThreads, 2) GemmKernel(MatVecJob job, Q8Act xq, int64_t n) {
+__global__ void __launch_bounds__(F::kThreads, 2) GemmKernel(MatVecJob job, Q8Act xq, int64_t n) {
+  constexpr int kThreads = F::kThreads, kI = kSub<F>;
   AfterPrevious();
   extern __shared__ __align__(16) uint8_t smem[];
   Stage<F>* stages = reinterpret_cast<Stage<F>*>(smem);
@@ -383,9 +398,9 @@ __global__ void __launch_bounds__(kThreads, 2) GemmKernel(MatVecJob job, Q8Act x
   const int64_t s_begin = kSplit ? PieceBegin(ng, kPieces, static_cast<int>(blockIdx.z)) : 0;
   const int64_t s_end = kSplit ? PieceBegin(ng, kPieces, static_cast<int>(blockIdx.z) + 1) : ng;
 
-  float total[2][4][4], piece[2][4][4];
+  float total[kI][4][4], piece[kI][4][4];
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < kI; ++i) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
 #pragma unroll
@@ -394,7 +409,7 @@ __global__ void __launch_bounds__(kThreads, 2) GemmKernel(MatVecJob job, Q8Act x
   }
   auto close_piece = [&](int p) {
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < kI; ++i) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
 #pragma unroll
@@ -408,10 +423,10 @@ __global__ void __launch_bounds__(kThreads, 2) GemmKernel(MatVecJob job, Q8Act x
   constexpr bool kPieceSums = kPieces > 1 && !kSplit;
 
   typename F::Scales ws;
-  XScales xs;
+  XScales<kThreads> xs;
   if (s_begin < s_end) {
     F::Issue(stages[0].w, w, o0, s_begin, tid);
-    IssueX(stages[0].x, xq, w.cols, n, r0, s_begin, tid);
+    IssueX<kThreads>(stages[0].x, xq, w.cols, n, r0, s_begin, tid);
     CopyCommit();
     ws.Load(w, o0, s_begin, tid);
     xs.Load(xq, w.cols, n, r0, s_begin, tid);
@@ -434,7 +449,7 @@ __global__ void __launch_bounds__(kThreads, 2) GemmKernel(MatVecJob job, Q8Act x
     const bool more = seg + 1 < s_end;
     if (more) {
       F::Issue(next.w, w, o0, seg + 1, tid);
-      IssueX(next.x, xq, w.cols, n, r0, seg + 1, tid);
+      IssueX<kThreads>(next.x, xq, w.cols, n, r0, seg + 1, tid);
       ws.Load(w, o0, seg + 1, tid);
       xs.Load(xq, w.cols, n, r0, seg + 1, tid);
     }
@@ -464,12 +479,12 @@ __global__ void __launch_bounds__(kThreads, 2) GemmKernel(MatVecJob job, Q8Act x
   const MatVecOut out = job.out[k];
   const int g = lane >> 2, q = lane & 3;
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < kI; ++i) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int64_t o = o0 + 32 * wm + 16 * i + g + 8 * (e >> 1),
+        const int64_t o = o0 + 16 * kI * wm + 16 * i + g + 8 * (e >> 1),
                       r = r0 + 32 * wn + 8 * j + 2 * q + (e & 1);
         if (o >= w.rows || r >= n) continue;
         if constexpr (kSplit) {
@@ -507,7 +522,7 @@ cudaError_t LaunchGemm(const MatVecJob& job, Q8Act xq, int64_t n, int64_t tiles,
   if (attr != cudaSuccess) return attr;
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((n + kTile - 1) / kTile),
                   kSplit ? 4 : 1);
-  return Launch(GemmKernel<F, kPieces, kSplit>, grid, kThreads, kBytes, stream, job, xq, n);
+  return Launch(GemmKernel<F, kPieces, kSplit>, grid, F::kThreads, kBytes, stream, job, xq, n);
 }
 
 // Long rows (four pieces) whose tiles would leave multiprocessors idle (fewer than two blocks each) are
@@ -530,6 +545,18 @@ cudaError_t LaunchPieces(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t
                 all_rows);
 }
 
+// Warps per 64 x 64 tile: 4 (each 32 weight rows x 32 activation rows) or 8 (16 x 32 each: half the
+// accumulators and segment trees a thread holds, the same operand loads per output, the same bits).
+// With 4 warps the kernels use all 255 registers a thread may have at two blocks per multiprocessor and
+// spill (Q4_K: 644 bytes a thread), so a multiprocessor holds 8 warps; with 8 warps they fit in 128
+// registers without spilling (Q4_K, Q8_0; Q6_K spills 16 bytes) and it holds 16. The segment loop of
+// the one-piece Q4_K kernel is 1,863 instructions a warp for 64 mma with 4 warps, 890 for 32 with 8
+// (sm_90a SASS). FAK_CUDA_GEMM_WARPS=8 picks 8 warps; 4 stays the default until a GPU has timed both.
+int GemmWarps() {
+  const char* v = std::getenv("FAK_CUDA_GEMM_WARPS");
+  return v != nullptr && std::atoi(v) == 8 ? 8 : 4;
+}
+
 }  // namespace
 
 int MultiprocessorCount() {
@@ -547,10 +574,18 @@ int MultiprocessorCount() {
 
 cudaError_t QuantGemm(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t stream) {
   if (n <= 0 || job.count <= 0) return cudaSuccess;
+  if (GemmWarps() == 8) {
+    switch (job.w[0].format) {
+      case MatFormat::kQ8_0: return LaunchPieces<Q8_0Gemm<256>>(job, xq, n, stream);
+      case MatFormat::kQ4_K: return LaunchPieces<Q4_KGemm<256>>(job, xq, n, stream);
+      case MatFormat::kQ6_K: return LaunchPieces<Q6_KGemm<256>>(job, xq, n, stream);
+      default: return cudaErrorInvalidValue;
+    }
+  }
   switch (job.w[0].format) {
-    case MatFormat::kQ8_0: return LaunchPieces<Q8_0Gemm>(job, xq, n, stream);
-    case MatFormat::kQ4_K: return LaunchPieces<Q4_KGemm>(job, xq, n, stream);
-    case MatFormat::kQ6_K: return LaunchPieces<Q6_KGemm>(job, xq, n, stream);
+    case MatFormat::kQ8_0: return LaunchPieces<Q8_0Gemm<128>>(job, xq, n, stream);
+    case MatFormat::kQ4_K: return LaunchPieces<Q4_KGemm<128>>(job, xq, n, stream);
+    case MatFormat::kQ6_K: return LaunchPieces<Q6_KGemm<128>>(job, xq, n, stream);
     default: return cudaErrorInvalidValue;
   }
 }

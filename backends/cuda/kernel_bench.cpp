@@ -272,8 +272,8 @@ Status RunCudaKernelBench(const CudaKernelBenchOptions& options) {
              prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1048576.0, copy_gbs);
   fmt::print(out, "{} activation row{} per product; weights cycled through copies larger than 4x L2\n\n",
              options.batch, options.batch == 1 ? "" : "s");
-  fmt::print(out, "| shape | type | MB | setting | round | us | GB/s | of copy bw | bits |\n");
-  fmt::print(out, "|---|---|---:|---|---:|---:|---:|---:|---|\n");
+  fmt::print(out, "| shape | type | MB | setting | round | us | GB/s | of copy bw | TOPS | bits |\n");
+  fmt::print(out, "|---|---|---:|---|---:|---:|---:|---:|---:|---|\n");
 
   std::vector<std::string> differ;  // the settings whose outputs are not the default's, named at the end
   std::mt19937 rng(20261206);
@@ -387,10 +387,12 @@ Status RunCudaKernelBench(const CudaKernelBenchOptions& options) {
           FAK_ASSIGN_OR_RETURN(double ms, TimeGraph(execs[s], stream, ev, options.min_seconds));
           const double us = ms * 1e3 / static_cast<double>(launches);
           const double gbs = static_cast<double>(set_bytes) / (us * 1e-6) * 1e-9;
+          // Multiply-adds counted twice, as the tensor-core figures are.
+          const double tops = 2.0 * static_cast<double>(total_rows * shape.cols * n) / (us * 1e-6) * 1e-12;
           const bool same = std::memcmp(outputs[s].data(), outputs[0].data(), outputs[0].size() * 4) == 0;
-          fmt::print(out, "| {} | {} | {:.1f} | {} | {} | {:.2f} | {:.0f} | {:.1f}% | {} |\n", shape.name,
-                     type_name, static_cast<double>(set_bytes) / 1e6, names[s], round, us, gbs,
-                     100.0 * gbs / copy_gbs,
+          fmt::print(out, "| {} | {} | {:.1f} | {} | {} | {:.2f} | {:.0f} | {:.1f}% | {:.1f} | {} |\n",
+                     shape.name, type_name, static_cast<double>(set_bytes) / 1e6, names[s], round, us, gbs,
+                     100.0 * gbs / copy_gbs, tops,
                      s == 0 ? "reference"
                      : same ? "same"
                             : "DIFFER");

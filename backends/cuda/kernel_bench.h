@@ -2,7 +2,8 @@
 // or a batch's rows) at real models' shapes, timed as they run in a step (a CUDA graph of back-to-back
 // launches with programmatic dependent launch), with enough copies of each matrix cycled that every launch
 // reads its weights from device memory, not L2. Printed as microseconds per product, GB/s of weights and the
-// fraction of the device copy bandwidth measured in the same run. Settings of the environment (the
+// fraction of the device copy bandwidth measured in the same run, and (for batches) the multiply-adds'
+// rate in TOPS. Settings of the environment (the
 // kernels' FAK_CUDA_* switches) are compared in alternating rounds, and every setting's outputs are
 // checked bit for bit against the first's (the kernels' correctness itself is cuda_backend_test's).
 #pragma once
@@ -16,7 +17,7 @@
 
 namespace fak::cuda {
 
-constexpr int kMaxBatch = 256;
+constexpr int kMaxBatch = 512;  // a prefill chunk
 
 struct CudaKernelBenchOptions {
   // Weight types: q8_0, q4_k, q6_k, f16, bf16. Empty: q8_0, q4_k, q6_k.
