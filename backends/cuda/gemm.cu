@@ -30,6 +30,10 @@ constexpr int kTile = 64;                // weight rows and activation rows per 
 constexpr int kSeg = kBlocksPerSegment;  // blocks per segment
 constexpr int kSegWeights = kSeg * 32;
 
+// Where a weight row's per-block values sit in an array of kTile: rows r and r + 8 of each group of 16
+// side by side, as the lane that computes both reads them (one load).
+__device__ __forceinline__ int PairSlot(int row) { return (row & ~15) | ((row & 7) << 1) | ((row >> 3) & 1); }
+
 // Four 8x8 matrices of 16-bit elements (here: 8 rows x 16 bytes of int8) from shared memory, lane l
 // giving the address of row l % 8 of matrix l / 8; register i holds, for lane (g = l / 4, q = l % 4),
 // bytes 4q..4q+3 of row g of matrix i: the mma operands' order, with no moves to assemble them.
@@ -54,18 +58,22 @@ __device__ __forceinline__ void Mma16Biased(int* c, int a0, int a1, int b0) {
       : "r"(a0), "r"(a1), "r"(b0), "r"(kExactBias));
 }
 
-// One segment of 64 activation rows: int8 values (row stride kStride), block scales and (Q4_K) block
-// sums, both stored block-major so a lane reads its two activation rows' values in one 8-byte load.
-template <int kStride>
+// One segment of 64 activation rows: int8 values (row stride kStride), block scales and (with kSums,
+// for Q4_K) block sums, exact (ExactFloat of the integer sums). Both are stored block-major, per pair of
+// rows t, t + 1 (t even) {d[t], d[t + 1]} or {d[t], d[t + 1], sum[t], sum[t + 1]}, so a lane reads its
+// two activation rows' values in one 8- or 16-byte load.
+template <int kStride, bool kSums>
 struct alignas(16) XStage {
+  static constexpr int kPer = kSums ? 2 : 1;  // floats per row
   int8_t q[kTile][kStride];
-  float d[kSeg][kTile];
-  float sum[kSeg][kTile];  // exact: ExactFloat of the integer sums
+  float dsum[kSeg][kTile * kPer];
+  static __device__ __forceinline__ int DSlot(int t) { return kPer * (t & ~1) + (t & 1); }
+  static __device__ __forceinline__ int SumSlot(int t) { return 2 * (t & ~1) + 2 + (t & 1); }
 };
 
-template <int kThreads, int kStride>
-__device__ __forceinline__ void IssueX(XStage<kStride>& s, Q8Act x, int64_t cols, int64_t n, int64_t r0,
-                                       int64_t seg, int tid) {
+template <int kThreads, int kStride, bool kSums>
+__device__ __forceinline__ void IssueX(XStage<kStride, kSums>& s, Q8Act x, int64_t cols, int64_t n,
+                                       int64_t r0, int64_t seg, int tid) {
   const int64_t nb = cols / 32;
   for (int c = tid; c < kTile * 16; c += kThreads) {  // 16 chunks of 16 bytes per row
     const int row = c >> 4, col = c & 15;
@@ -89,12 +97,12 @@ struct XScales {
       v[k] = r < n && blk < nb ? x.d[r * nb + blk] : 0.0f;
     }
   }
-  template <int kStride>
-  __device__ __forceinline__ void Store(XStage<kStride>& s, int tid) const {
+  template <int kStride, bool kSums>
+  __device__ __forceinline__ void Store(XStage<kStride, kSums>& s, int tid) const {
 #pragma unroll
     for (int k = 0; k < kTile * kSeg / kThreads; ++k) {
       const int e = tid + k * kThreads;
-      s.d[e & 7][e >> 3] = v[k];
+      s.dsum[e & 7][s.DSlot(e >> 3)] = v[k];
     }
   }
 };
@@ -139,7 +147,7 @@ struct Q8_0Gemm {
       CopyAsync16(&s.q[row][col * 16], ok ? w.q + o * w.cols + seg * kSegWeights + col * 16 : w.q, ok);
     }
   }
-  static __device__ __forceinline__ void Prepare(const WStage&, XStage<kXStride>&, Dec&, int) {}
+  static __device__ __forceinline__ void Prepare(const WStage&, XStage<kXStride, kSums>&, Dec&, int) {}
   // The A operand of block b for rows `row` and row + 8, and what the terms need of those rows.
   struct Rows {
     int a[4];
@@ -168,8 +176,8 @@ struct Q4_KGemm {
   struct WStage {
     uint8_t raw[kTile][144];
   };
-  struct Dec {
-    float ds[kSeg][kTile], dm[kSeg][kTile];  // d * scale, dmin * min per row and sub-block
+  struct alignas(16) Dec {
+    float dsm[kSeg][kTile][2];  // {d * scale, dmin * min} per sub-block and row (at its PairSlot)
   };
   struct Scales {
     __device__ __forceinline__ void Load(const DeviceMatrix&, int64_t, int64_t, int) {}
@@ -185,7 +193,8 @@ struct Q4_KGemm {
       CopyAsync16(&s.raw[row][16 * part], ok ? w.q + (o * nsb + seg) * 144 + 16 * part : w.q, ok);
     }
   }
-  static __device__ __forceinline__ void Prepare(const WStage& s, XStage<kXStride>& x, Dec& dec, int tid) {
+  static __device__ __forceinline__ void Prepare(const WStage& s, XStage<kXStride, kSums>& x, Dec& dec,
+                                                 int tid) {
     if (tid < kTile) {
       const uint8_t* head = s.raw[tid];
       const float d = HalfBits(static_cast<uint16_t>(head[0] | (head[1] << 8)));
@@ -194,15 +203,15 @@ struct Q4_KGemm {
       for (int k = 0; k < kSeg; ++k) {
         int sc, m;
         Q4_KScaleMin(head + 4, k, &sc, &m);
-        dec.ds[k][tid] = __fmul_rn(d, static_cast<float>(sc));
-        dec.dm[k][tid] = __fmul_rn(dmin, static_cast<float>(m));
+        dec.dsm[k][PairSlot(tid)][0] = __fmul_rn(d, static_cast<float>(sc));
+        dec.dsm[k][PairSlot(tid)][1] = __fmul_rn(dmin, static_cast<float>(m));
       }
     }
 #pragma unroll
     for (int k = 0; k < kTile * kSeg / kThreads; ++k) {
       const int e = tid + k * kThreads, row = e >> 3, b = e & 7;
       const int4* v = reinterpret_cast<const int4*>(&x.q[row][32 * b]);
-      x.sum[b][row] = ExactFloat(Sum16(v[0]) + Sum16(v[1]));
+      x.dsum[b][x.SumSlot(row)] = ExactFloat(Sum16(v[0]) + Sum16(v[1]));
     }
   }
   struct Rows {
@@ -212,16 +221,13 @@ struct Q4_KGemm {
   // Sub-blocks 2j and 2j + 1 share their 32 bytes (low and high nibbles): the raw bytes, masked.
   static __device__ __forceinline__ Rows RowsOf(const WStage& s, const Dec& dec, int row0, int b, int lane) {
     Rows r;
-    const int shift = 4 * (b & 1), row = row0 + (lane >> 2);
+    const int shift = 4 * (b & 1);
     int raw[4];
     LoadMatrices4(raw, &s.raw[row0 + OperandRow(lane)][16 + 32 * (b >> 1) + OperandCol(lane)]);
 #pragma unroll
     for (int k = 0; k < 4; ++k) r.a[k] = (static_cast<unsigned>(raw[k]) >> shift) & 0x0F0F0F0F;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      r.ds[h] = dec.ds[b][row + 8 * h];
-      r.dm[h] = dec.dm[b][row + 8 * h];
-    }
+    const float4 v = *reinterpret_cast<const float4*>(&dec.dsm[b][PairSlot(row0 + (lane >> 2))][0]);
+    r.ds[0] = v.x, r.dm[0] = v.y, r.ds[1] = v.z, r.dm[1] = v.w;
     return r;
   }
   static __device__ __forceinline__ float Term(const Rows& rw, int h, const int* c, const int*, int e,
@@ -243,6 +249,8 @@ struct Q6_KGemm {
   };
   struct alignas(16) Dec {
     int8_t q[kTile][272];  // the segment's 6-bit values minus 32, in weight order
+    float dd[kSeg][kTile]
+            [2];  // d times the scales of each block's two halves (exact), rows at their PairSlot
   };
   struct Scales {
     uint16_t v = 0;
@@ -265,7 +273,8 @@ struct Q6_KGemm {
     }
   }
   // Unpacks the segment: per row 4 runs of 16 positions l0.. of each 128-weight half n, four blocks each.
-  static __device__ __forceinline__ void Prepare(const WStage& s, XStage<kXStride>&, Dec& dec, int tid) {
+  static __device__ __forceinline__ void Prepare(const WStage& s, XStage<kXStride, kSums>&, Dec& dec,
+                                                 int tid) {
     for (int c = tid; c < kTile * 4; c += kThreads) {
       const int row = c >> 2, n = (c >> 1) & 1, l0 = 16 * (c & 1);
       const uint8_t* raw = s.raw[row];
@@ -279,6 +288,13 @@ struct Q6_KGemm {
             Q6Values(lo, And(Shr(qh, 2 * k), 0x03030303));
       }
     }
+    for (int c = tid; c < kTile * kSeg; c += kThreads) {
+      const int row = c >> 3, b = c & 7;
+      const int8_t* sc = reinterpret_cast<const int8_t*>(s.raw[row] + 192 + 2 * b);
+      const float d = s.d[row];
+      dec.dd[b][PairSlot(row)][0] = __fmul_rn(d, static_cast<float>(sc[0]));
+      dec.dd[b][PairSlot(row)][1] = __fmul_rn(d, static_cast<float>(sc[1]));
+    }
   }
   struct Rows {
     int a[4];  // rows row, row + 8 of the low 16 weights, then of the high 16
@@ -286,15 +302,9 @@ struct Q6_KGemm {
   };
   static __device__ __forceinline__ Rows RowsOf(const WStage& s, const Dec& dec, int row0, int b, int lane) {
     Rows r;
-    const int row = row0 + (lane >> 2);
     LoadMatrices4(r.a, &dec.q[row0 + OperandRow(lane)][32 * b + OperandCol(lane)]);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int8_t* sc = reinterpret_cast<const int8_t*>(s.raw[row + 8 * h] + 192 + 2 * b);
-      const float d = s.d[row + 8 * h];
-      r.d_lo[h] = __fmul_rn(d, static_cast<float>(sc[0]));
-      r.d_hi[h] = __fmul_rn(d, static_cast<float>(sc[1]));
-    }
+    const float4 v = *reinterpret_cast<const float4*>(&dec.dd[b][PairSlot(row0 + (lane >> 2))][0]);
+    r.d_lo[0] = v.x, r.d_hi[0] = v.y, r.d_lo[1] = v.z, r.d_hi[1] = v.w;
     return r;
   }
   static __device__ __forceinline__ float Term(const Rows& rw, int h, const int* lo, const int* hi, int e,
@@ -306,7 +316,7 @@ struct Q6_KGemm {
 template <class F>
 struct alignas(16) Stage {
   typename F::WStage w;
-  XStage<F::kXStride> x;
+  XStage<F::kXStride, F::kSums> x;
 };
 
 // The segment's terms for the warp's 32 x 32 outputs, each segment's tree added to acc. Blocks at or
@@ -328,9 +338,13 @@ __device__ __forceinline__ void Block(const Stage<F>& st, const typename F::Dec&
     } else {
       Mma32Biased(c, rw.a, bv[0], bv[1]);
     }
-    const float2 dx = *reinterpret_cast<const float2*>(&st.x.d[b][tq]);
-    float2 xs = make_float2(0.0f, 0.0f);
-    if constexpr (F::kSums) xs = *reinterpret_cast<const float2*>(&st.x.sum[b][tq]);
+    float2 dx, xs = make_float2(0.0f, 0.0f);
+    if constexpr (F::kSums) {  // tq is even: its pair's four values
+      const float4 v = *reinterpret_cast<const float4*>(&st.x.dsum[b][2 * tq]);
+      dx = make_float2(v.x, v.y), xs = make_float2(v.z, v.w);
+    } else {
+      dx = *reinterpret_cast<const float2*>(&st.x.dsum[b][tq]);
+    }
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       float t = F::Term(rw, e >> 1, c, c2, e, e & 1 ? dx.y : dx.x, e & 1 ? xs.y : xs.x);
@@ -548,10 +562,11 @@ cudaError_t LaunchPieces(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t
 // Warps per 64 x 64 tile: 4 (each 32 weight rows x 32 activation rows) or 8 (16 x 32 each: half the
 // accumulators and segment trees a thread holds, the same operand loads per output, the same bits).
 // With 4 warps the kernels use all 255 registers a thread may have at two blocks per multiprocessor and
-// spill (Q4_K: 644 bytes a thread), so a multiprocessor holds 8 warps; with 8 warps they fit in 128
-// registers without spilling (Q4_K, Q8_0; Q6_K spills 16 bytes) and it holds 16. The segment loop of
-// the one-piece Q4_K kernel is 1,863 instructions a warp for 64 mma with 4 warps, 890 for 32 with 8
-// (sm_90a SASS). FAK_CUDA_GEMM_WARPS=8 picks 8 warps; 4 stays the default until a GPU has timed both.
+// spill (Q4_K: over 600 bytes a thread), so a multiprocessor holds 8 warps; with 8 warps they fit in 128
+// registers without spilling in the segment loop, and it holds 16. The segment loop of the one-piece
+// kernels (sm_90a SASS, instructions a warp): Q4_K 1,889 for 64 mma with 4 warps, 833 for 32 with 8;
+// Q6_K 1,973 and 929 for 128 and 64; Q8_0 1,227 and 660 for 64 and 32. FAK_CUDA_GEMM_WARPS=8 picks 8
+// warps; 4 stays the default until a GPU has timed both.
 int GemmWarps() {
   const char* v = std::getenv("FAK_CUDA_GEMM_WARPS");
   return v != nullptr && std::atoi(v) == 8 ? 8 : 4;
