@@ -416,20 +416,46 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   const int64_t k_off = ((layer * 2 + 0) * kv.n_kv_head + kvh) * kv_block;
   const int64_t v_off = ((layer * 2 + 1) * kv.n_kv_head + kvh) * kv_block;
   // Copies the keys and values of positions [t0, t0 + kPos) (zeros past the chunk) into buffer buf; a
-  // thread always copies the same 16-byte piece of its rows.
-  const int end = it.end, begin = it.begin;
+  // thread always copies the same 16-byte piece of its rows, rows j0, j0 + step, ... of the tile. All
+  // its rows' addresses are found before the first copy is issued, so a tile's page-table reads are in
+  // flight together (in a loop of copies, each copy waited for its own two dependent reads).
+  const int end = it.end;
+  constexpr int kParts = kHd / 8;
+  constexpr int kMaxPasses = kPos / (kHd / kParts);  // kernels have at least kHd threads
+  const int piece = static_cast<int>(threadIdx.x) % kParts, j0 = static_cast<int>(threadIdx.x) / kParts;
+  const int step = static_cast<int>(blockDim.x) / kParts;
+  // Rows past the chunk copy nothing but name a row that exists: the chunk's first.
+  const int begin = it.begin;
+  const auto pt = static_cast<uint32_t>(kv.page_tokens);
   auto issue = [&](int t0, int buf) {
     __half* kb = staged + buf * 2 * kTileHalves;
     __half* vb = kb + kTileHalves;
-    constexpr int kParts = kHd / 8;
-    const int piece = static_cast<int>(threadIdx.x) % kParts;
-    for (int j = static_cast<int>(threadIdx.x) / kParts; j < kPos;
-         j += static_cast<int>(blockDim.x) / kParts) {
-      const int pos = t0 + j;
-      const bool valid = pos < end;
-      const __half* at = PositionRow<__half>(kv, table, valid ? pos : begin, kHd) + piece * 8;
-      CopyAsync16(kb + j * kStride + piece * 8, at + k_off, valid);
-      CopyAsync16(vb + j * kStride + piece * 8, at + v_off, valid);
+    // Every page number read, then every page's address, then the copies: no read waits on another row's.
+    uint32_t in_page[kMaxPasses];
+    int32_t page[kMaxPasses];
+#pragma unroll
+    for (int m = 0; m < kMaxPasses; ++m) {
+      if (m * step >= kPos) break;  // the same for every thread: more threads, fewer passes
+      const int pos = t0 + j0 + m * step;
+      const auto p = static_cast<uint32_t>(pos < end ? pos : begin);
+      const uint32_t n = p / pt;
+      in_page[m] = p - n * pt;
+      page[m] = table[n];
+    }
+    const __half* at[kMaxPasses];
+#pragma unroll
+    for (int m = 0; m < kMaxPasses; ++m) {
+      if (m * step >= kPos) break;
+      at[m] = static_cast<const __half*>(kv.page_ptr[page[m]]) + in_page[m] * kHd + piece * 8;
+    }
+#pragma unroll
+    for (int m = 0; m < kMaxPasses; ++m) {
+      const int j = j0 + m * step;
+      if (j < kPos) {
+        const bool valid = t0 + j < end;
+        CopyAsync16(kb + j * kStride + piece * 8, at[m] + k_off, valid);
+        CopyAsync16(vb + j * kStride + piece * 8, at[m] + v_off, valid);
+      }
     }
     CopyCommit();
   };
