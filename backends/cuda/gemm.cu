@@ -30,9 +30,34 @@ constexpr int kTile = 64;                // weight rows and activation rows per 
 constexpr int kSeg = kBlocksPerSegment;  // blocks per segment
 constexpr int kSegWeights = kSeg * 32;
 
+// f(c) for c = tid, tid + kThreads, ... below kCount, unrolled (the trip count a compile-time constant, so
+// no loop and the addresses of later items as offsets from the first).
+template <int kThreads, int kCount, class Fn>
+__device__ __forceinline__ void ForEach(int tid, Fn&& f) {
+#pragma unroll
+  for (int k = 0; k < (kCount + kThreads - 1) / kThreads; ++k) {
+    const int c = tid + k * kThreads;
+    if (kCount % kThreads == 0 || c < kCount) f(c);
+  }
+}
+
 // Where a weight row's per-block values sit in an array of kTile: rows r and r + 8 of each group of 16
 // side by side, as the lane that computes both reads them (one load).
 __device__ __forceinline__ int PairSlot(int row) { return (row & ~15) | ((row & 7) << 1) | ((row >> 3) & 1); }
+
+// Q4_KScaleMin (qblock.cuh) from the 12 bytes of scales and mins as three little-endian words, for a
+// sub-block s that is not a compile-time constant (a byte array indexed by it would live in local memory).
+__device__ __forceinline__ void Q4_KScaleMinWords(unsigned w0, unsigned w1, unsigned w2, int s, int* scale,
+                                                  int* min) {
+  const int i = 8 * (s & 3);
+  if (s < 4) {
+    *scale = static_cast<int>((w0 >> i) & 63);
+    *min = static_cast<int>((w1 >> i) & 63);
+  } else {
+    *scale = static_cast<int>(((w2 >> i) & 0xF) | (((w0 >> (i + 6)) & 3) << 4));
+    *min = static_cast<int>(((w2 >> (i + 4)) & 0xF) | (((w1 >> (i + 6)) & 3) << 4));
+  }
+}
 
 // Four 8x8 matrices of 16-bit elements (here: 8 rows x 16 bytes of int8) from shared memory, lane l
 // giving the address of row l % 8 of matrix l / 8; register i holds, for lane (g = l / 4, q = l % 4),
@@ -75,12 +100,12 @@ template <int kThreads, int kStride, bool kSums>
 __device__ __forceinline__ void IssueX(XStage<kStride, kSums>& s, Q8Act x, int64_t cols, int64_t n,
                                        int64_t r0, int64_t seg, int tid) {
   const int64_t nb = cols / 32;
-  for (int c = tid; c < kTile * 16; c += kThreads) {  // 16 chunks of 16 bytes per row
+  ForEach<kThreads, kTile * 16>(tid, [&](int c) {  // 16 chunks of 16 bytes per row
     const int row = c >> 4, col = c & 15;
     const int64_t r = r0 + row, b = seg * kSeg + (col >> 1);
     const bool ok = r < n && b < nb;
     CopyAsync16(&s.q[row][col * 16], ok ? x.q + r * cols + seg * kSegWeights + col * 16 : x.q, ok);
-  }
+  });
 }
 
 // The activation scales of a segment: 4 (2) per thread of 128 (256), fetched a segment ahead and
@@ -140,12 +165,12 @@ struct Q8_0Gemm {
   static __device__ __forceinline__ void Issue(WStage& s, const DeviceMatrix& w, int64_t o0, int64_t seg,
                                                int tid) {
     const int64_t nb = w.cols / 32;
-    for (int c = tid; c < kTile * 16; c += kThreads) {
+    ForEach<kThreads, kTile * 16>(tid, [&](int c) {
       const int row = c >> 4, col = c & 15;
       const int64_t o = o0 + row, b = seg * kSeg + (col >> 1);
       const bool ok = o < w.rows && b < nb;
       CopyAsync16(&s.q[row][col * 16], ok ? w.q + o * w.cols + seg * kSegWeights + col * 16 : w.q, ok);
-    }
+    });
   }
   static __device__ __forceinline__ void Prepare(const WStage&, XStage<kXStride, kSums>&, Dec&, int) {}
   // The A operand of block b for rows `row` and row + 8, and what the terms need of those rows.
@@ -166,47 +191,58 @@ struct Q8_0Gemm {
   }
 };
 
-// Q4_K: the 144-byte super-blocks as stored (row stride 144: 16 bytes mod 128, conflict-free); the
-// scales and mins decoded once per segment into Dec, the activations' block sums into the X stage.
+// Q4_K: the quants of the 144-byte super-blocks as stored (row stride 144: 16 bytes mod 128,
+// conflict-free); the scales and mins through registers (Scales), decoded a segment ahead into the stage;
+// the activations' block sums into the X stage.
 template <int kThreadCount>
 struct Q4_KGemm {
   static constexpr int kThreads = kThreadCount;
   static constexpr int kXStride = 272;
   static constexpr bool kK16 = false, kSums = true, kPrepare = true;
   struct WStage {
-    uint8_t raw[kTile][144];
-  };
-  struct alignas(16) Dec {
+    uint8_t raw[kTile][144];    // bytes 16.. of each row's super-block: the quants
     float dsm[kSeg][kTile][2];  // {d * scale, dmin * min} per sub-block and row (at its PairSlot)
   };
+  struct Dec {};
+  // The super-blocks' first 16 bytes (d, dmin, the 12 bytes of scales and mins) through registers: each
+  // thread takes one sub-block of 64 / (kThreads / 8) rows, read a segment ahead and decoded after.
   struct Scales {
-    __device__ __forceinline__ void Load(const DeviceMatrix&, int64_t, int64_t, int) {}
-    __device__ __forceinline__ void Store(WStage&, int) const {}
+    static constexpr int kRows = kTile * kSeg / kThreads;
+    int4 head[kRows];
+    __device__ __forceinline__ void Load(const DeviceMatrix& w, int64_t o0, int64_t seg, int tid) {
+      const int64_t nsb = w.cols / 256;
+#pragma unroll
+      for (int k = 0; k < kRows; ++k) {
+        const int64_t o = o0 + ((tid + k * kThreads) >> 3);
+        head[k] = o < w.rows ? Load16(w.q + (o * nsb + seg) * 144) : make_int4(0, 0, 0, 0);
+      }
+    }
+    __device__ __forceinline__ void Store(WStage& s, int tid) const {
+      const int b = tid & 7;
+#pragma unroll
+      for (int k = 0; k < kRows; ++k) {
+        const int row = (tid + k * kThreads) >> 3;
+        const auto h = static_cast<unsigned>(head[k].x);
+        int sc, m;
+        Q4_KScaleMinWords(static_cast<unsigned>(head[k].y), static_cast<unsigned>(head[k].z),
+                          static_cast<unsigned>(head[k].w), b, &sc, &m);
+        *reinterpret_cast<float2*>(&s.dsm[b][PairSlot(row)][0]) =
+            make_float2(__fmul_rn(HalfBits(static_cast<uint16_t>(h & 0xFFFF)), static_cast<float>(sc)),
+                        __fmul_rn(HalfBits(static_cast<uint16_t>(h >> 16)), static_cast<float>(m)));
+      }
+    }
   };
   static __device__ __forceinline__ void Issue(WStage& s, const DeviceMatrix& w, int64_t o0, int64_t seg,
                                                int tid) {
     const int64_t nsb = w.cols / 256;
-    for (int c = tid; c < kTile * 9; c += kThreads) {
-      const int row = c / 9, part = c % 9;
+    ForEach<kThreads, kTile * 8>(tid, [&](int c) {
+      const int row = c >> 3, part = 1 + (c & 7);
       const int64_t o = o0 + row;
       const bool ok = o < w.rows;
       CopyAsync16(&s.raw[row][16 * part], ok ? w.q + (o * nsb + seg) * 144 + 16 * part : w.q, ok);
-    }
+    });
   }
-  static __device__ __forceinline__ void Prepare(const WStage& s, XStage<kXStride, kSums>& x, Dec& dec,
-                                                 int tid) {
-    if (tid < kTile) {
-      const uint8_t* head = s.raw[tid];
-      const float d = HalfBits(static_cast<uint16_t>(head[0] | (head[1] << 8)));
-      const float dmin = HalfBits(static_cast<uint16_t>(head[2] | (head[3] << 8)));
-#pragma unroll
-      for (int k = 0; k < kSeg; ++k) {
-        int sc, m;
-        Q4_KScaleMin(head + 4, k, &sc, &m);
-        dec.dsm[k][PairSlot(tid)][0] = __fmul_rn(d, static_cast<float>(sc));
-        dec.dsm[k][PairSlot(tid)][1] = __fmul_rn(dmin, static_cast<float>(m));
-      }
-    }
+  static __device__ __forceinline__ void Prepare(const WStage&, XStage<kXStride, kSums>& x, Dec&, int tid) {
 #pragma unroll
     for (int k = 0; k < kTile * kSeg / kThreads; ++k) {
       const int e = tid + k * kThreads, row = e >> 3, b = e & 7;
@@ -219,14 +255,14 @@ struct Q4_KGemm {
     float ds[2], dm[2];
   };
   // Sub-blocks 2j and 2j + 1 share their 32 bytes (low and high nibbles): the raw bytes, masked.
-  static __device__ __forceinline__ Rows RowsOf(const WStage& s, const Dec& dec, int row0, int b, int lane) {
+  static __device__ __forceinline__ Rows RowsOf(const WStage& s, const Dec&, int row0, int b, int lane) {
     Rows r;
     const int shift = 4 * (b & 1);
     int raw[4];
     LoadMatrices4(raw, &s.raw[row0 + OperandRow(lane)][16 + 32 * (b >> 1) + OperandCol(lane)]);
 #pragma unroll
     for (int k = 0; k < 4; ++k) r.a[k] = (static_cast<unsigned>(raw[k]) >> shift) & 0x0F0F0F0F;
-    const float4 v = *reinterpret_cast<const float4*>(&dec.dsm[b][PairSlot(row0 + (lane >> 2))][0]);
+    const float4 v = *reinterpret_cast<const float4*>(&s.dsm[b][PairSlot(row0 + (lane >> 2))][0]);
     r.ds[0] = v.x, r.dm[0] = v.y, r.ds[1] = v.z, r.dm[1] = v.w;
     return r;
   }
@@ -265,17 +301,17 @@ struct Q6_KGemm {
   static __device__ __forceinline__ void Issue(WStage& s, const DeviceMatrix& w, int64_t o0, int64_t seg,
                                                int tid) {
     const int64_t nsb = w.cols / 256;
-    for (int c = tid; c < kTile * 13; c += kThreads) {
+    ForEach<kThreads, kTile * 13>(tid, [&](int c) {
       const int row = c / 13, part = c % 13;
       const int64_t o = o0 + row;
       const bool ok = o < w.rows;
       CopyAsync16(&s.raw[row][16 * part], ok ? w.q + (o * nsb + seg) * 208 + 16 * part : w.q, ok);
-    }
+    });
   }
   // Unpacks the segment: per row 4 runs of 16 positions l0.. of each 128-weight half n, four blocks each.
   static __device__ __forceinline__ void Prepare(const WStage& s, XStage<kXStride, kSums>&, Dec& dec,
                                                  int tid) {
-    for (int c = tid; c < kTile * 4; c += kThreads) {
+    ForEach<kThreads, kTile * 4>(tid, [&](int c) {
       const int row = c >> 2, n = (c >> 1) & 1, l0 = 16 * (c & 1);
       const uint8_t* raw = s.raw[row];
       const int4 qa = *reinterpret_cast<const int4*>(raw + 64 * n + l0);
@@ -287,14 +323,14 @@ struct Q6_KGemm {
         *reinterpret_cast<int4*>(&dec.q[row][128 * n + 32 * k + l0]) =
             Q6Values(lo, And(Shr(qh, 2 * k), 0x03030303));
       }
-    }
-    for (int c = tid; c < kTile * kSeg; c += kThreads) {
+    });
+    ForEach<kThreads, kTile * kSeg>(tid, [&](int c) {
       const int row = c >> 3, b = c & 7;
       const int8_t* sc = reinterpret_cast<const int8_t*>(s.raw[row] + 192 + 2 * b);
       const float d = s.d[row];
       dec.dd[b][PairSlot(row)][0] = __fmul_rn(d, static_cast<float>(sc[0]));
       dec.dd[b][PairSlot(row)][1] = __fmul_rn(d, static_cast<float>(sc[1]));
-    }
+    });
   }
   struct Rows {
     int a[4];  // rows row, row + 8 of the low 16 weights, then of the high 16
