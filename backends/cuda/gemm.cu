@@ -41,6 +41,39 @@ __device__ __forceinline__ void ForEach(int tid, Fn&& f) {
   }
 }
 
+// A thread's share of copying a 64-row tile, kParts 16-byte pieces a row: piece `part` of rows row0,
+// row0 + kRowStep, ... Where the rows and pieces are in memory is found once per kernel; a segment's
+// copies then only add its offset.
+template <int kThreads, int kParts>
+struct TileCopies {
+  static_assert(kThreads % kParts == 0 && (kTile * kParts) % kThreads == 0);
+  static constexpr int kRowStep = kThreads / kParts, kCount = kTile * kParts / kThreads;
+  int row0, part;
+  const uint8_t* src;  // piece `part` of row row0 in segment 0
+  int64_t row_bytes;   // from one row to the next in global memory
+  uint32_t ok = 0;     // bit k: row row0 + k * kRowStep exists
+  // Rows first_row.. of a matrix of `rows` rows, each row_bytes long; the pieces start at byte `lead`
+  // of a row's segment.
+  __device__ __forceinline__ TileCopies(int tid, const void* base, int64_t first_row, int64_t rows,
+                                        int64_t row_bytes_, int lead)
+      : row0(tid / kParts), part(tid % kParts), row_bytes(row_bytes_) {
+    src = static_cast<const uint8_t*>(base) + (first_row + row0) * row_bytes + lead + 16 * part;
+#pragma unroll
+    for (int k = 0; k < kCount; ++k) ok |= static_cast<uint32_t>(first_row + row0 + k * kRowStep < rows) << k;
+  }
+  // The copies of the segment at byte seg_off of every row into dst(row, part), zeros where a row does
+  // not exist or !pieces_ok (`safe`: an address to name for those).
+  template <class Dst>
+  __device__ __forceinline__ void Issue(Dst&& dst, int64_t seg_off, bool pieces_ok, const void* safe) const {
+#pragma unroll
+    for (int k = 0; k < kCount; ++k) {
+      const bool valid = pieces_ok && ((ok >> k) & 1) != 0;
+      const uint8_t* from = src + k * kRowStep * row_bytes + seg_off;
+      CopyAsync16(dst(row0 + k * kRowStep, part), valid ? from : safe, valid);
+    }
+  }
+};
+
 // Where a weight row's per-block values sit in an array of kTile: rows r and r + 8 of each group of 16
 // side by side, as the lane that computes both reads them (one load).
 __device__ __forceinline__ int PairSlot(int row) { return (row & ~15) | ((row & 7) << 1) | ((row >> 3) & 1); }
@@ -96,16 +129,15 @@ struct alignas(16) XStage {
   static __device__ __forceinline__ int SumSlot(int t) { return 2 * (t & ~1) + 2 + (t & 1); }
 };
 
+// The activation rows' int8 values of a segment: 16 pieces of 16 bytes a row (two per block).
+template <int kThreads>
+using XCopies = TileCopies<kThreads, 16>;
+
 template <int kThreads, int kStride, bool kSums>
-__device__ __forceinline__ void IssueX(XStage<kStride, kSums>& s, Q8Act x, int64_t cols, int64_t n,
-                                       int64_t r0, int64_t seg, int tid) {
-  const int64_t nb = cols / 32;
-  ForEach<kThreads, kTile * 16>(tid, [&](int c) {  // 16 chunks of 16 bytes per row
-    const int row = c >> 4, col = c & 15;
-    const int64_t r = r0 + row, b = seg * kSeg + (col >> 1);
-    const bool ok = r < n && b < nb;
-    CopyAsync16(&s.q[row][col * 16], ok ? x.q + r * cols + seg * kSegWeights + col * 16 : x.q, ok);
-  });
+__device__ __forceinline__ void IssueX(XStage<kStride, kSums>& s, const XCopies<kThreads>& plan, Q8Act x,
+                                       int64_t cols, int64_t seg) {
+  const bool block_ok = seg * kSeg + (plan.part >> 1) < cols / 32;
+  plan.Issue([&](int row, int part) { return &s.q[row][part * 16]; }, seg * kSegWeights, block_ok, x.q);
 }
 
 // The activation scales of a segment: 4 (2) per thread of 128 (256), fetched a segment ahead and
@@ -162,15 +194,14 @@ struct Q8_0Gemm {
       }
     }
   };
-  static __device__ __forceinline__ void Issue(WStage& s, const DeviceMatrix& w, int64_t o0, int64_t seg,
-                                               int tid) {
-    const int64_t nb = w.cols / 32;
-    ForEach<kThreads, kTile * 16>(tid, [&](int c) {
-      const int row = c >> 4, col = c & 15;
-      const int64_t o = o0 + row, b = seg * kSeg + (col >> 1);
-      const bool ok = o < w.rows && b < nb;
-      CopyAsync16(&s.q[row][col * 16], ok ? w.q + o * w.cols + seg * kSegWeights + col * 16 : w.q, ok);
-    });
+  using Copies = TileCopies<kThreads, 16>;
+  static __device__ __forceinline__ Copies Plan(const DeviceMatrix& w, int64_t o0, int tid) {
+    return Copies(tid, w.q, o0, w.rows, w.cols, 0);
+  }
+  static __device__ __forceinline__ void Issue(WStage& s, const Copies& plan, const DeviceMatrix& w,
+                                               int64_t seg) {
+    const bool block_ok = seg * kSeg + (plan.part >> 1) < w.cols / 32;
+    plan.Issue([&](int row, int part) { return &s.q[row][part * 16]; }, seg * kSegWeights, block_ok, w.q);
   }
   static __device__ __forceinline__ void Prepare(const WStage&, XStage<kXStride, kSums>&, Dec&, int) {}
   // The A operand of block b for rows `row` and row + 8, and what the terms need of those rows.
@@ -232,15 +263,13 @@ struct Q4_KGemm {
       }
     }
   };
-  static __device__ __forceinline__ void Issue(WStage& s, const DeviceMatrix& w, int64_t o0, int64_t seg,
-                                               int tid) {
-    const int64_t nsb = w.cols / 256;
-    ForEach<kThreads, kTile * 8>(tid, [&](int c) {
-      const int row = c >> 3, part = 1 + (c & 7);
-      const int64_t o = o0 + row;
-      const bool ok = o < w.rows;
-      CopyAsync16(&s.raw[row][16 * part], ok ? w.q + (o * nsb + seg) * 144 + 16 * part : w.q, ok);
-    });
+  using Copies = TileCopies<kThreads, 8>;  // the 128 bytes of quants after the 16 of the header
+  static __device__ __forceinline__ Copies Plan(const DeviceMatrix& w, int64_t o0, int tid) {
+    return Copies(tid, w.q, o0, w.rows, w.cols / 256 * 144, 16);
+  }
+  static __device__ __forceinline__ void Issue(WStage& s, const Copies& plan, const DeviceMatrix& w,
+                                               int64_t seg) {
+    plan.Issue([&](int row, int part) { return &s.raw[row][16 + 16 * part]; }, seg * 144, true, w.q);
   }
   static __device__ __forceinline__ void Prepare(const WStage&, XStage<kXStride, kSums>& x, Dec&, int tid) {
 #pragma unroll
@@ -298,10 +327,17 @@ struct Q6_KGemm {
       if (tid < kTile) s.d[tid] = HalfBits(v);
     }
   };
-  static __device__ __forceinline__ void Issue(WStage& s, const DeviceMatrix& w, int64_t o0, int64_t seg,
-                                               int tid) {
-    const int64_t nsb = w.cols / 256;
-    ForEach<kThreads, kTile * 13>(tid, [&](int c) {
+  struct Copies {  // 13 pieces a row do not divide among the threads evenly: found per segment
+    int64_t o0;
+    int tid;
+  };
+  static __device__ __forceinline__ Copies Plan(const DeviceMatrix&, int64_t o0, int tid) {
+    return {o0, tid};
+  }
+  static __device__ __forceinline__ void Issue(WStage& s, const Copies& plan, const DeviceMatrix& w,
+                                               int64_t seg) {
+    const int64_t nsb = w.cols / 256, o0 = plan.o0;
+    ForEach<kThreads, kTile * 13>(plan.tid, [&](int c) {
       const int row = c / 13, part = c % 13;
       const int64_t o = o0 + row;
       const bool ok = o < w.rows;
@@ -474,9 +510,11 @@ __global__ void __launch_bounds__(F::kThreads, 2) GemmKernel(MatVecJob job, Q8Ac
 
   typename F::Scales ws;
   XScales<kThreads> xs;
+  const typename F::Copies wplan = F::Plan(w, o0, tid);
+  const XCopies<kThreads> xplan(tid, xq.q, r0, n, w.cols, 0);
   if (s_begin < s_end) {
-    F::Issue(stages[0].w, w, o0, s_begin, tid);
-    IssueX<kThreads>(stages[0].x, xq, w.cols, n, r0, s_begin, tid);
+    F::Issue(stages[0].w, wplan, w, s_begin);
+    IssueX(stages[0].x, xplan, xq, w.cols, s_begin);
     CopyCommit();
     ws.Load(w, o0, s_begin, tid);
     xs.Load(xq, w.cols, n, r0, s_begin, tid);
@@ -498,8 +536,8 @@ __global__ void __launch_bounds__(F::kThreads, 2) GemmKernel(MatVecJob job, Q8Ac
     Stage<F>& next = stages[(seg - s_begin + 1) & 1];
     const bool more = seg + 1 < s_end;
     if (more) {
-      F::Issue(next.w, w, o0, seg + 1, tid);
-      IssueX<kThreads>(next.x, xq, w.cols, n, r0, seg + 1, tid);
+      F::Issue(next.w, wplan, w, seg + 1);
+      IssueX(next.x, xplan, xq, w.cols, seg + 1);
       ws.Load(w, o0, seg + 1, tid);
       xs.Load(xq, w.cols, n, r0, seg + 1, tid);
     }
