@@ -635,15 +635,20 @@ cudaError_t LaunchPieces(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t
 
 // Warps per 64 x 64 tile: 4 (each 32 weight rows x 32 activation rows) or 8 (16 x 32 each: half the
 // accumulators and segment trees a thread holds, the same operand loads per output, the same bits).
-// With 4 warps the kernels use all 255 registers a thread may have at two blocks per multiprocessor and
-// spill (Q4_K: over 600 bytes a thread), so a multiprocessor holds 8 warps; with 8 warps they fit in 128
-// registers without spilling in the segment loop, and it holds 16. The segment loop of the one-piece
-// kernels (sm_90a SASS, instructions a warp): Q4_K 1,889 for 64 mma with 4 warps, 833 for 32 with 8;
-// Q6_K 1,973 and 929 for 128 and 64; Q8_0 1,227 and 660 for 64 and 32. FAK_CUDA_GEMM_WARPS=8 picks 8
-// warps; 4 stays the default until a GPU has timed both.
-int GemmWarps() {
+// With 4 warps the kernels use all 255 registers a thread may have at two blocks per multiprocessor, so
+// a multiprocessor holds 8 warps, and Q4_K's spills over a kilobyte a thread (about 200 local loads and
+// stores a segment); with 8 warps every format fits 128 registers, 16 warps a multiprocessor, a few
+// spills outside the segment loop. Instructions a warp executes per segment (sm_90a SASS, one piece;
+// 8 warps compute half the outputs of 4): Q4_K 2,466 with 4 warps, 1,167 with 8; Q8_0 1,570 and 884;
+// Q6_K 2,696 and 1,475. Q4_K takes 8 warps: it spilled with 4 already before (644 bytes, 2,695
+// instructions), and with 8 it executes fewer instructions per output without spills. Q8_0 and Q6_K keep
+// 4 (measured on an H200 against llama.cpp: Q8_0 pp512 1.05-1.11x) until a GPU has timed both; neither
+// form of either has run on a GPU in this code's final shape. FAK_CUDA_GEMM_WARPS=4 or 8 sets every
+// format.
+int GemmWarps(MatFormat format) {
   const char* v = std::getenv("FAK_CUDA_GEMM_WARPS");
-  return v != nullptr && std::atoi(v) == 8 ? 8 : 4;
+  if (v != nullptr && v[0] != '\0') return std::atoi(v) == 8 ? 8 : 4;
+  return format == MatFormat::kQ4_K ? 8 : 4;
 }
 
 }  // namespace
@@ -663,7 +668,7 @@ int MultiprocessorCount() {
 
 cudaError_t QuantGemm(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t stream) {
   if (n <= 0 || job.count <= 0) return cudaSuccess;
-  if (GemmWarps() == 8) {
+  if (GemmWarps(job.w[0].format) == 8) {
     switch (job.w[0].format) {
       case MatFormat::kQ8_0: return LaunchPieces<Q8_0Gemm<256>>(job, xq, n, stream);
       case MatFormat::kQ4_K: return LaunchPieces<Q4_KGemm<256>>(job, xq, n, stream);
