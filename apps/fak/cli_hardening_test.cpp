@@ -269,8 +269,8 @@ TEST(FakCli, CudaKernelBenchRefusesBadInputByName) {
                {"--type q5_0", "no matrix-vector kernel for type 'q5_0'"},
                {"--setting FAK_CUDA_MATVEC_ROWS", "want KEY=VALUE"},
                {"--rounds 0", "--rounds must be at least 1"},
-               {"--batch 0", "--batch must be 1 to 256"},
-               {"--batch 257", "--batch must be 1 to 256"}};
+               {"--batch 0", "--batch must be 1 to 512"},
+               {"--batch 513", "--batch must be 1 to 512"}};
   for (const auto& c : cases) {
     RunResult r = RunFak(std::string("bench kernels --backend cuda ") + c.args);
     const bool named = r.output.find(c.says) != std::string::npos;
