@@ -416,45 +416,45 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   const int64_t k_off = ((layer * 2 + 0) * kv.n_kv_head + kvh) * kv_block;
   const int64_t v_off = ((layer * 2 + 1) * kv.n_kv_head + kvh) * kv_block;
   // Copies the keys and values of positions [t0, t0 + kPos) (zeros past the chunk) into buffer buf; a
-  // thread always copies the same 16-byte piece of its rows, rows j0, j0 + step, ... of the tile. All
-  // its rows' addresses are found before the first copy is issued, so a tile's page-table reads are in
-  // flight together (in a loop of copies, each copy waited for its own two dependent reads).
+  // thread always copies the same 16-byte piece of its rows, rows j0, j0 + step, ... of the tile. A warp
+  // copies kRows rows a pass and at most 8 passes, so at most 32 rows a tile: each lane finds the address
+  // of one of them (its page-table and page-address reads; lanes past the warp's rows repeat the first
+  // ones), and every lane takes the row of each pass from the lane that found it, by a shuffle. The
+  // reads of a tile are all in flight together, and each row's address is worked out once per warp
+  // instead of once per thread that copies from it.
   const int end = it.end;
-  constexpr int kParts = kHd / 8;
-  constexpr int kMaxPasses = kPos / (kHd / kParts);  // kernels have at least kHd threads
+  constexpr int kParts = kHd / 8;                    // 16-byte pieces a row
+  constexpr int kRows = 32 / kParts;                 // rows a warp copies a pass
+  constexpr int kMaxPasses = kPos / (kHd / kParts);  // kernels have at least kHd threads: step >= 8
+  static_assert(kRows * kMaxPasses <= 32, "a warp's rows of a tile fit its lanes");
   const int piece = static_cast<int>(threadIdx.x) % kParts, j0 = static_cast<int>(threadIdx.x) / kParts;
-  const int step = static_cast<int>(blockDim.x) / kParts;
+  // A launch of decode groups only has kHd / 32 warps (LaunchMma), so its step is known here.
+  const int step = kSplitOnly ? kHd / kParts : static_cast<int>(blockDim.x) / kParts;
+  // The row this lane finds: pass m_find's row h_find of its warp.
+  const int find = ln.lane % (kRows * kMaxPasses), m_find = find / kRows, h_find = find % kRows;
+  const int j_find = kRows * ln.warp + h_find + m_find * step;
   // Rows past the chunk copy nothing but name a row that exists: the chunk's first.
   const int begin = it.begin;
   const auto pt = static_cast<uint32_t>(kv.page_tokens);
   auto issue = [&](int t0, int buf) {
     __half* kb = staged + buf * 2 * kTileHalves;
     __half* vb = kb + kTileHalves;
-    // Every page number read, then every page's address, then the copies: no read waits on another row's.
-    uint32_t in_page[kMaxPasses];
-    int32_t page[kMaxPasses];
+    const int pos = t0 + j_find;
+    const auto p = static_cast<uint32_t>(pos < end ? pos : begin);
+    const uint32_t n = p / pt;
+    const auto found = reinterpret_cast<unsigned long long>(
+        static_cast<const __half*>(kv.page_ptr[table[n]]) + (p - n * pt) * kHd);
 #pragma unroll
     for (int m = 0; m < kMaxPasses; ++m) {
       if (m * step >= kPos) break;  // the same for every thread: more threads, fewer passes
-      const int pos = t0 + j0 + m * step;
-      const auto p = static_cast<uint32_t>(pos < end ? pos : begin);
-      const uint32_t n = p / pt;
-      in_page[m] = p - n * pt;
-      page[m] = table[n];
-    }
-    const __half* at[kMaxPasses];
-#pragma unroll
-    for (int m = 0; m < kMaxPasses; ++m) {
-      if (m * step >= kPos) break;
-      at[m] = static_cast<const __half*>(kv.page_ptr[page[m]]) + in_page[m] * kHd + piece * 8;
-    }
-#pragma unroll
-    for (int m = 0; m < kMaxPasses; ++m) {
+      const __half* at =
+          reinterpret_cast<const __half*>(__shfl_sync(0xffffffffu, found, m * kRows + ln.lane / kParts)) +
+          piece * 8;
       const int j = j0 + m * step;
       if (j < kPos) {
         const bool valid = t0 + j < end;
-        CopyAsync16(kb + j * kStride + piece * 8, at[m] + k_off, valid);
-        CopyAsync16(vb + j * kStride + piece * 8, at[m] + v_off, valid);
+        CopyAsync16(kb + j * kStride + piece * 8, at + k_off, valid);
+        CopyAsync16(vb + j * kStride + piece * 8, at + v_off, valid);
       }
     }
     CopyCommit();
