@@ -78,6 +78,23 @@ __device__ __forceinline__ float QuadSum(float v) {
   return __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
 }
 
+// N consecutive floats of shared memory (p aligned to 4 N bytes for N of 2 or 4, to 16 beyond) in 8- or
+// 16-byte loads.
+template <int N>
+__device__ __forceinline__ void LoadRun(const float* p, float (&v)[N]) {
+  if constexpr (N % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < N; i += 4) {
+      const float4 x = *reinterpret_cast<const float4*>(p + i);
+      v[i] = x.x, v[i + 1] = x.y, v[i + 2] = x.z, v[i + 3] = x.w;
+    }
+  } else {
+    static_assert(N == 2, "runs of 2 or of a multiple of 4");
+    const float2 x = *reinterpret_cast<const float2*>(p);
+    v[0] = x.x, v[1] = x.y;
+  }
+}
+
 // Lane l of a warp holds, in every m16n8 tile, rows g = l / 4 and g + 8 (its two items) and columns
 // 2t, 2t + 1 with t = l % 4: accumulator e is row g + 8 (e / 2), column 2t + e % 2.
 struct Lane {
@@ -303,8 +320,10 @@ __device__ __forceinline__ void SplitTile(const __half* staged, __half* ps, floa
                                           float* part, Issue&& issue) {
   constexpr int kTileHalves = Smem<kHd>::kTileHalves, kPStride = Smem<kHd>::kPStride;
   constexpr int kW = kHd / 32, kJ = kNTiles / kW;
-  float* red_max = red;            // [kW][16]
-  float* red_sum = red + kW * 16;  // [kNTiles][16]
+  // Item-major, so an item's kW maxima and kNTiles sums are read in one or two vector loads (and then
+  // folded in the same order as one by one).
+  float* red_max = red;            // [16][kW]
+  float* red_sum = red + kW * 16;  // [16][kNTiles]
   const bool computes = ln.warp < kW;
   const int w = computes ? ln.warp : 0;
   float m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.0f, 0.0f};
@@ -319,8 +338,8 @@ __device__ __forceinline__ void SplitTile(const __half* staged, __half* ps, floa
       Scores<kHd, kJ>(kb, qa, ln, it, t0, w * kJ, scale, s, mx);
       const float m0 = QuadMax(mx[0]), m1 = QuadMax(mx[1]);
       if (ln.t == 0) {
-        red_max[w * 16 + ln.g] = m0;
-        red_max[w * 16 + ln.g + 8] = m1;
+        red_max[ln.g * kW + w] = m0;
+        red_max[(ln.g + 8) * kW + w] = m1;
       }
     }
     __syncthreads();
@@ -328,9 +347,11 @@ __device__ __forceinline__ void SplitTile(const __half* staged, __half* ps, floa
     float m_new[2], alpha[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float tile_max = red_max[ln.g + 8 * h];
+      float maxima[kW];
+      LoadRun(red_max + (ln.g + 8 * h) * kW, maxima);
+      float tile_max = maxima[0];
 #pragma unroll
-      for (int v = 1; v < kW; ++v) tile_max = fmaxf(tile_max, red_max[v * 16 + ln.g + 8 * h]);
+      for (int v = 1; v < kW; ++v) tile_max = fmaxf(tile_max, maxima[v]);
       live[h] = t0 < it.rend[h];
       m_new[h] = fmaxf(m[h], tile_max);
       alpha[h] = expf(m[h] - m_new[h]);
@@ -345,8 +366,8 @@ __device__ __forceinline__ void SplitTile(const __half* staged, __half* ps, floa
         *reinterpret_cast<uint32_t*>(ps + ln.g * kPStride + 8 * jj + 2 * ln.t) = ph[0];
         *reinterpret_cast<uint32_t*>(ps + (ln.g + 8) * kPStride + 8 * jj + 2 * ln.t) = ph[1];
         if (ln.t == 0) {
-          red_sum[jj * 16 + ln.g] = sum[0];
-          red_sum[jj * 16 + ln.g + 8] = sum[1];
+          red_sum[ln.g * kNTiles + jj] = sum[0];
+          red_sum[(ln.g + 8) * kNTiles + jj] = sum[1];
         }
       }
     }
@@ -355,9 +376,11 @@ __device__ __forceinline__ void SplitTile(const __half* staged, __half* ps, floa
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         if (!live[h]) continue;
+        float sums[kNTiles];
+        LoadRun(red_sum + (ln.g + 8 * h) * kNTiles, sums);
         float lsum = 0.0f;
 #pragma unroll
-        for (int j = 0; j < kNTiles; ++j) lsum = __fadd_rn(lsum, red_sum[j * 16 + ln.g + 8 * h]);
+        for (int j = 0; j < kNTiles; ++j) lsum = __fadd_rn(lsum, sums[j]);
         l[h] = __fmaf_rn(l[h], alpha[h], lsum);
         m[h] = m_new[h];
       }
@@ -385,8 +408,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
                        float* out, int8_t* oq, float* od, float* part) {
   constexpr int kStride = Smem<kHd>::kStride, kTileHalves = Smem<kHd>::kTileHalves;
   extern __shared__ __align__(16) __half staged[];
-  __shared__ __align__(16) __half ps[16 * Smem<kHd>::kPStride];  // SplitTile's probabilities
-  __shared__ float red[(kHd / 32 + kNTiles) * 16];               // and its maxima and sums
+  __shared__ __align__(16) __half ps[16 * Smem<kHd>::kPStride];   // SplitTile's probabilities
+  __shared__ __align__(16) float red[(kHd / 32 + kNTiles) * 16];  // and its maxima and sums
   const Lane ln{static_cast<int>(threadIdx.x & 31), static_cast<int>(threadIdx.x >> 5),
                 static_cast<int>((threadIdx.x & 31) >> 2), static_cast<int>(threadIdx.x & 3)};
   // Before the wait: the group, its chunk, and the items' contexts (the batch arrays are uploaded before
