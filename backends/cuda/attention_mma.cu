@@ -458,15 +458,12 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   const int j_find = kRows * ln.warp + h_find + m_find * step;
   // Rows past the chunk copy nothing but name a row that exists: the chunk's first.
   const int begin = it.begin;
-  const auto pt = static_cast<uint32_t>(kv.page_tokens);
   auto issue = [&](int t0, int buf) {
     __half* kb = staged + buf * 2 * kTileHalves;
     __half* vb = kb + kTileHalves;
     const int pos = t0 + j_find;
-    const auto p = static_cast<uint32_t>(pos < end ? pos : begin);
-    const uint32_t n = p / pt;
-    const auto found = reinterpret_cast<unsigned long long>(
-        static_cast<const __half*>(kv.page_ptr[table[n]]) + (p - n * pt) * kHd);
+    const auto found =
+        reinterpret_cast<unsigned long long>(PositionRow<__half>(kv, table, pos < end ? pos : begin, kHd));
 #pragma unroll
     for (int m = 0; m < kMaxPasses; ++m) {
       if (m * step >= kPos) break;  // the same for every thread: more threads, fewer passes

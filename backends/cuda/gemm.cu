@@ -78,20 +78,6 @@ struct TileCopies {
 // side by side, as the lane that computes both reads them (one load).
 __device__ __forceinline__ int PairSlot(int row) { return (row & ~15) | ((row & 7) << 1) | ((row >> 3) & 1); }
 
-// Q4_KScaleMin (qblock.cuh) from the 12 bytes of scales and mins as three little-endian words, for a
-// sub-block s that is not a compile-time constant (a byte array indexed by it would live in local memory).
-__device__ __forceinline__ void Q4_KScaleMinWords(unsigned w0, unsigned w1, unsigned w2, int s, int* scale,
-                                                  int* min) {
-  const int i = 8 * (s & 3);
-  if (s < 4) {
-    *scale = static_cast<int>((w0 >> i) & 63);
-    *min = static_cast<int>((w1 >> i) & 63);
-  } else {
-    *scale = static_cast<int>(((w2 >> i) & 0xF) | (((w0 >> (i + 6)) & 3) << 4));
-    *min = static_cast<int>(((w2 >> (i + 4)) & 0xF) | (((w1 >> (i + 6)) & 3) << 4));
-  }
-}
-
 // Four 8x8 matrices of 16-bit elements (here: 8 rows x 16 bytes of int8) from shared memory, lane l
 // giving the address of row l % 8 of matrix l / 8; register i holds, for lane (g = l / 4, q = l % 4),
 // bytes 4q..4q+3 of row g of matrix i: the mma operands' order, with no moves to assemble them.
@@ -129,15 +115,17 @@ struct alignas(16) XStage {
   static __device__ __forceinline__ int SumSlot(int t) { return 2 * (t & ~1) + 2 + (t & 1); }
 };
 
-// The activation rows' int8 values of a segment: 16 pieces of 16 bytes a row (two per block).
+// Rows of int8 values, 16 pieces of 16 bytes a row and segment (two per 32-value block): the
+// activations, and Q8_0's weights.
 template <int kThreads>
-using XCopies = TileCopies<kThreads, 16>;
+using Int8Copies = TileCopies<kThreads, 16>;
 
-template <int kThreads, int kStride, bool kSums>
-__device__ __forceinline__ void IssueX(XStage<kStride, kSums>& s, const XCopies<kThreads>& plan, Q8Act x,
-                                       int64_t cols, int64_t seg) {
+// Segment seg of such rows (cols values long) into q; blocks past the row's end copy nothing.
+template <int kThreads, int kStride>
+__device__ __forceinline__ void IssueInt8(int8_t (&q)[kTile][kStride], const Int8Copies<kThreads>& plan,
+                                          const void* base, int64_t cols, int64_t seg) {
   const bool block_ok = seg * kSeg + (plan.part >> 1) < cols / 32;
-  plan.Issue([&](int row, int part) { return &s.q[row][part * 16]; }, seg * kSegWeights, block_ok, x.q);
+  plan.Issue([&](int row, int part) { return &q[row][part * 16]; }, seg * kSegWeights, block_ok, base);
 }
 
 // The activation scales of a segment: 4 (2) per thread of 128 (256), fetched a segment ahead and
@@ -194,14 +182,13 @@ struct Q8_0Gemm {
       }
     }
   };
-  using Copies = TileCopies<kThreads, 16>;
+  using Copies = Int8Copies<kThreads>;
   static __device__ __forceinline__ Copies Plan(const DeviceMatrix& w, int64_t o0, int tid) {
     return Copies(tid, w.q, o0, w.rows, w.cols, 0);
   }
   static __device__ __forceinline__ void Issue(WStage& s, const Copies& plan, const DeviceMatrix& w,
                                                int64_t seg) {
-    const bool block_ok = seg * kSeg + (plan.part >> 1) < w.cols / 32;
-    plan.Issue([&](int row, int part) { return &s.q[row][part * 16]; }, seg * kSegWeights, block_ok, w.q);
+    IssueInt8(s.q, plan, w.q, w.cols, seg);
   }
   static __device__ __forceinline__ void Prepare(const WStage&, XStage<kXStride, kSums>&, Dec&, int) {}
   // The A operand of block b for rows `row` and row + 8, and what the terms need of those rows.
@@ -314,8 +301,8 @@ struct Q6_KGemm {
   };
   struct alignas(16) Dec {
     int8_t q[kTile][272];  // the segment's 6-bit values minus 32, in weight order
-    float dd[kSeg][kTile]
-            [2];  // d times the scales of each block's two halves (exact), rows at their PairSlot
+    // d times the scales of each block's two halves (exact), rows at their PairSlot.
+    float dd[kSeg][kTile][2];
   };
   struct Scales {
     uint16_t v = 0;
@@ -511,10 +498,10 @@ __global__ void __launch_bounds__(F::kThreads, 2) GemmKernel(MatVecJob job, Q8Ac
   typename F::Scales ws;
   XScales<kThreads> xs;
   const typename F::Copies wplan = F::Plan(w, o0, tid);
-  const XCopies<kThreads> xplan(tid, xq.q, r0, n, w.cols, 0);
+  const Int8Copies<kThreads> xplan(tid, xq.q, r0, n, w.cols, 0);
   if (s_begin < s_end) {
     F::Issue(stages[0].w, wplan, w, s_begin);
-    IssueX(stages[0].x, xplan, xq, w.cols, s_begin);
+    IssueInt8(stages[0].x.q, xplan, xq.q, w.cols, s_begin);
     CopyCommit();
     ws.Load(w, o0, s_begin, tid);
     xs.Load(xq, w.cols, n, r0, s_begin, tid);
@@ -537,7 +524,7 @@ __global__ void __launch_bounds__(F::kThreads, 2) GemmKernel(MatVecJob job, Q8Ac
     const bool more = seg + 1 < s_end;
     if (more) {
       F::Issue(next.w, wplan, w, seg + 1);
-      IssueX(next.x, xplan, xq, w.cols, seg + 1);
+      IssueInt8(next.x.q, xplan, xq.q, w.cols, seg + 1);
       ws.Load(w, o0, seg + 1, tid);
       xs.Load(xq, w.cols, n, r0, seg + 1, tid);
     }
@@ -651,6 +638,16 @@ int GemmWarps(MatFormat format) {
   return format == MatFormat::kQ4_K ? 8 : 4;
 }
 
+template <int kThreads>
+cudaError_t LaunchFormat(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t stream) {
+  switch (job.w[0].format) {
+    case MatFormat::kQ8_0: return LaunchPieces<Q8_0Gemm<kThreads>>(job, xq, n, stream);
+    case MatFormat::kQ4_K: return LaunchPieces<Q4_KGemm<kThreads>>(job, xq, n, stream);
+    case MatFormat::kQ6_K: return LaunchPieces<Q6_KGemm<kThreads>>(job, xq, n, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
 }  // namespace
 
 int MultiprocessorCount() {
@@ -668,20 +665,8 @@ int MultiprocessorCount() {
 
 cudaError_t QuantGemm(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t stream) {
   if (n <= 0 || job.count <= 0) return cudaSuccess;
-  if (GemmWarps(job.w[0].format) == 8) {
-    switch (job.w[0].format) {
-      case MatFormat::kQ8_0: return LaunchPieces<Q8_0Gemm<256>>(job, xq, n, stream);
-      case MatFormat::kQ4_K: return LaunchPieces<Q4_KGemm<256>>(job, xq, n, stream);
-      case MatFormat::kQ6_K: return LaunchPieces<Q6_KGemm<256>>(job, xq, n, stream);
-      default: return cudaErrorInvalidValue;
-    }
-  }
-  switch (job.w[0].format) {
-    case MatFormat::kQ8_0: return LaunchPieces<Q8_0Gemm<128>>(job, xq, n, stream);
-    case MatFormat::kQ4_K: return LaunchPieces<Q4_KGemm<128>>(job, xq, n, stream);
-    case MatFormat::kQ6_K: return LaunchPieces<Q6_KGemm<128>>(job, xq, n, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  return GemmWarps(job.w[0].format) == 8 ? LaunchFormat<256>(job, xq, n, stream)
+                                         : LaunchFormat<128>(job, xq, n, stream);
 }
 
 }  // namespace fak::cuda

@@ -63,6 +63,20 @@ __device__ __forceinline__ void Q4_KScaleMin(const uint8_t* sc, int s, int* scal
   }
 }
 
+// Q4_KScaleMin from the 12 bytes of scales and mins as three little-endian words, for a
+// sub-block s that is not a compile-time constant (a byte array indexed by it would live in local memory).
+__device__ __forceinline__ void Q4_KScaleMinWords(unsigned w0, unsigned w1, unsigned w2, int s, int* scale,
+                                                  int* min) {
+  const int i = 8 * (s & 3);
+  if (s < 4) {
+    *scale = static_cast<int>((w0 >> i) & 63);
+    *min = static_cast<int>((w1 >> i) & 63);
+  } else {
+    *scale = static_cast<int>(((w2 >> i) & 0xF) | (((w0 >> (i + 6)) & 3) << 4));
+    *min = static_cast<int>(((w2 >> (i + 4)) & 0xF) | (((w1 >> (i + 6)) & 3) << 4));
+  }
+}
+
 __device__ __forceinline__ float Tree8(const float* t) {
   return __fadd_rn(__fadd_rn(__fadd_rn(t[0], t[1]), __fadd_rn(t[2], t[3])),
                    __fadd_rn(__fadd_rn(t[4], t[5]), __fadd_rn(t[6], t[7])));
