@@ -621,21 +621,20 @@ cudaError_t LaunchPieces(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t
 }
 
 // Warps per 64 x 64 tile: 4 (each 32 weight rows x 32 activation rows) or 8 (16 x 32 each: half the
-// accumulators and segment trees a thread holds, the same operand loads per output, the same bits).
-// With 4 warps the kernels use all 255 registers a thread may have at two blocks per multiprocessor, so
-// a multiprocessor holds 8 warps, and Q4_K's spills over a kilobyte a thread (about 200 local loads and
-// stores a segment); with 8 warps every format fits 128 registers, 16 warps a multiprocessor, a few
-// spills outside the segment loop. Instructions a warp executes per segment (sm_90a SASS, one piece;
-// 8 warps compute half the outputs of 4): Q4_K 2,466 with 4 warps, 1,167 with 8; Q8_0 1,570 and 884;
-// Q6_K 2,696 and 1,475. Q4_K takes 8 warps: it spilled with 4 already before (644 bytes, 2,695
-// instructions), and with 8 it executes fewer instructions per output without spills. Q8_0 and Q6_K keep
-// 4 (measured on an H200 against llama.cpp: Q8_0 pp512 1.05-1.11x) until a GPU has timed both; neither
-// form of either has run on a GPU in this code's final shape. FAK_CUDA_GEMM_WARPS=4 or 8 sets every
-// format.
-int GemmWarps(MatFormat format) {
+// accumulators and segment trees a thread holds, the same bits). With 4 warps the kernels use all 255
+// registers a thread may have at two blocks per multiprocessor, so a multiprocessor holds 8 warps, and
+// Q4_K's spills over a kilobyte a thread; with 8 warps every format fits 128 registers, 16 warps a
+// multiprocessor. Instructions a warp executes per segment (sm_90a SASS, one piece; 8 warps compute half
+// the outputs of 4): Q4_K 2,466 with 4 warps, 1,167 with 8; Q8_0 1,570 and 884; Q6_K 2,696 and 1,475.
+// Measured on an H100 (docs/bench/gpu.md, 2026-12-06 "eight warps"), 512 activation rows: 8 warps are
+// faster for Q4_K at every shape (1.2-1.6x), for Q6_K at most (up to 1.33x; the 27B attention and
+// DeltaNet inputs 1-2% slower), for Q8_0 at the 1.5B shapes (5-8%) and slower at some 7B/27B ones (the
+// 7B gate/up 12%); end to end pp512 at 1.5B: Q8_0 +7%, Q4_K_M +21% (base: the four-warp kernels before
+// this form). Every format takes 8; FAK_CUDA_GEMM_WARPS=4 or 8 sets every format.
+int GemmWarps() {
   const char* v = std::getenv("FAK_CUDA_GEMM_WARPS");
   if (v != nullptr && v[0] != '\0') return std::atoi(v) == 8 ? 8 : 4;
-  return format == MatFormat::kQ4_K ? 8 : 4;
+  return 8;
 }
 
 template <int kThreads>
@@ -665,8 +664,7 @@ int MultiprocessorCount() {
 
 cudaError_t QuantGemm(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t stream) {
   if (n <= 0 || job.count <= 0) return cudaSuccess;
-  return GemmWarps(job.w[0].format) == 8 ? LaunchFormat<256>(job, xq, n, stream)
-                                         : LaunchFormat<128>(job, xq, n, stream);
+  return GemmWarps() == 8 ? LaunchFormat<256>(job, xq, n, stream) : LaunchFormat<128>(job, xq, n, stream);
 }
 
 }  // namespace fak::cuda
