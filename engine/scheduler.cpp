@@ -59,8 +59,20 @@ Scheduler::Scheduler(Runtime& runtime, const Tokenizer& tokenizer, std::vector<i
   if (sample_threads > 1 && options_.max_active >= static_cast<int64_t>(kParallelSampling)) {
     post_pool_ = std::make_unique<ThreadPool>(sample_threads, /*pin=*/false);
   }
+  // Logits buffers for the first requests, made now: a new one is vocabulary-sized memory touched for
+  // the first time and registered with the backend (Backend::PinHost), about 0.3 ms on the CPU alone,
+  // and admitting a burst of requests made them one after another on the scheduler's thread, ahead of
+  // the step that runs their prompts.
+  const int64_t prepared = std::min<int64_t>(options_.max_active, kPreparedLogitBuffers);
+  for (int64_t i = 0; i < prepared; ++i) AddLogitBuffer();
   Publish();
   thread_ = std::thread([this] { Loop(); });
+}
+
+void Scheduler::AddLogitBuffer() {
+  std::vector<float> b(static_cast<size_t>(rt_.vocab_size()));
+  if (rt_.backend().PinHost(b.data(), b.size() * sizeof(float))) pinned_buffers_.push_back(b.data());
+  logit_buffers_.push_back(std::move(b));
 }
 
 Scheduler::~Scheduler() {
@@ -205,7 +217,6 @@ void Scheduler::TellEnded() {
 }
 
 void Scheduler::Admit() {
-  const int64_t vocab = rt_.vocab_size();
   while (!waiting_.empty() && static_cast<int64_t>(active_.size()) < options_.max_active) {
     Job& job = *waiting_.front();
     if (!job.seq) {
@@ -237,6 +248,13 @@ void Scheduler::Admit() {
       break;
     }
     if (options_.prefix_cache) cache_.RecordLookup(n, job.cached);
+    if (GetLogLevel() <= LogLevel::kDebug) {
+      const auto now = std::chrono::steady_clock::now();
+      FAK_LOG_DEBUG(
+          "at {:.3f} ms: admitted a request of {} prompt tokens ({} cached) after {:.3f} ms in the queue",
+          std::chrono::duration<double, std::milli>(now - born_).count(), n, job.cached,
+          std::chrono::duration<double, std::milli>(now - job.handle->submitted()).count());
+    }
     // A recurrent state exists only where a prefill stopped, so a prefix other prompts will share
     // must be kept as the prefill passes it: the pinned prefix, or the point where this prompt leaves
     // a path other prompts took (the next prompt that shares it then starts there).
@@ -250,11 +268,7 @@ void Scheduler::Admit() {
                                                    job.req.prompt);
     // A logits buffer from the pool, registered with the backend once (Backend::PinHost) so a GPU
     // backend downloads into it directly, and at an address the step's captured graphs already know.
-    if (logit_buffers_.empty()) {
-      std::vector<float> b(static_cast<size_t>(vocab));
-      if (rt_.backend().PinHost(b.data(), b.size() * sizeof(float))) pinned_buffers_.push_back(b.data());
-      logit_buffers_.push_back(std::move(b));
-    }
+    if (logit_buffers_.empty()) AddLogitBuffer();
     job.logits = std::move(logit_buffers_.back());
     logit_buffers_.pop_back();
     active_.push_back(std::move(waiting_.front()));
@@ -488,10 +502,11 @@ void Scheduler::StepOnce() {
     int64_t rows = 0;
     for (const auto& w : work_) rows += static_cast<int64_t>(w.tokens.size());
     const auto t2 = std::chrono::steady_clock::now();
-    FAK_LOG_DEBUG("step {}: {} requests ({} decoding), {} rows, forward {:.3f} ms, sampling {:.3f} ms",
-                  steps_, in_batch.size(), n_decode, rows,
-                  std::chrono::duration<double, std::milli>(t1 - t0).count(),
-                  std::chrono::duration<double, std::milli>(t2 - t1).count());
+    FAK_LOG_DEBUG(
+        "at {:.3f} ms: step {}: {} requests ({} decoding), {} rows, forward {:.3f} ms, sampling {:.3f} ms",
+        std::chrono::duration<double, std::milli>(t0 - born_).count(), steps_, in_batch.size(), n_decode,
+        rows, std::chrono::duration<double, std::milli>(t1 - t0).count(),
+        std::chrono::duration<double, std::milli>(t2 - t1).count());
   }
 }
 

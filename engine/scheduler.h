@@ -137,6 +137,7 @@ class Scheduler {
   struct Job;
   void Loop();
   void Admit();
+  void AddLogitBuffer();  // a new logits buffer into logit_buffers_, registered with the backend if it can
   void StepOnce();
   // The prefill checkpoint interval in force: options_.state_checkpoint with recurrent state and the
   // prefix cache on, else 0.
@@ -178,10 +179,12 @@ class Scheduler {
   // Logits buffers of ended requests, kept for the next ones (moving a vector keeps its memory, so a
   // buffer registered with the backend stays registered); pinned_buffers_ are the registered ones.
   std::vector<std::vector<float>> logit_buffers_;
+  static constexpr int64_t kPreparedLogitBuffers = 64;  // made at construction (at most max_active)
   std::vector<float*> pinned_buffers_;
   std::unique_ptr<ThreadPool> post_pool_;  // samples the requests of a step in parallel (null: one CPU)
   std::vector<std::pair<std::shared_ptr<RequestHandle>, RequestDelta>> ended_;
   int64_t steps_ = 0;
+  const std::chrono::steady_clock::time_point born_ = std::chrono::steady_clock::now();  // for the debug log
   std::thread thread_;
 };
 
