@@ -78,6 +78,15 @@ struct TileCopies {
 // side by side, as the lane that computes both reads them (one load).
 __device__ __forceinline__ int PairSlot(int row) { return (row & ~15) | ((row & 7) << 1) | ((row >> 3) & 1); }
 
+// The per-block values of a segment sit block-major, one row of the array per block b. They are stored
+// by warps whose lanes hold 4 consecutive tile rows x the 8 blocks, so rows kTile (or 2 kTile) floats
+// long would put a warp's 8 blocks on the same banks (8-way conflicts, 16 wavefronts for a float2
+// store: ncu counted them as 80-88% of all shared-store wavefronts). Padded to these lengths, a warp's
+// stores take 1 wavefront (one float per tile row), 2 (two floats per row, one at a time) or 4 (a float2
+// per row); each stays a multiple of 16 bytes, as the vector loads of the compute loop need.
+constexpr int kRow1 = kTile + 4;
+constexpr int kRow2 = 2 * kTile + 4;
+
 // Four 8x8 matrices of 16-bit elements (here: 8 rows x 16 bytes of int8) from shared memory, lane l
 // giving the address of row l % 8 of matrix l / 8; register i holds, for lane (g = l / 4, q = l % 4),
 // bytes 4q..4q+3 of row g of matrix i: the mma operands' order, with no moves to assemble them.
@@ -110,7 +119,7 @@ template <int kStride, bool kSums>
 struct alignas(16) XStage {
   static constexpr int kPer = kSums ? 2 : 1;  // floats per row
   int8_t q[kTile][kStride];
-  float dsum[kSeg][kTile * kPer];
+  float dsum[kSeg][kSums ? kRow2 : kRow1];
   static __device__ __forceinline__ int DSlot(int t) { return kPer * (t & ~1) + (t & 1); }
   static __device__ __forceinline__ int SumSlot(int t) { return 2 * (t & ~1) + 2 + (t & 1); }
 };
@@ -160,7 +169,7 @@ struct Q8_0Gemm {
   static constexpr bool kK16 = false, kSums = false, kPrepare = false;
   struct WStage {
     int8_t q[kTile][272];
-    float d[kSeg][kTile];
+    float d[kSeg][kRow1];
   };
   struct Dec {};
   struct Scales {
@@ -218,8 +227,8 @@ struct Q4_KGemm {
   static constexpr int kXStride = 272;
   static constexpr bool kK16 = false, kSums = true, kPrepare = true;
   struct WStage {
-    uint8_t raw[kTile][144];    // bytes 16.. of each row's super-block: the quants
-    float dsm[kSeg][kTile][2];  // {d * scale, dmin * min} per sub-block and row (at its PairSlot)
+    uint8_t raw[kTile][144];  // bytes 16.. of each row's super-block: the quants
+    float dsm[kSeg][kRow2];   // {d * scale, dmin * min} per sub-block and row (at 2 x its PairSlot)
   };
   struct Dec {};
   // The super-blocks' first 16 bytes (d, dmin, the 12 bytes of scales and mins) through registers: each
@@ -244,7 +253,7 @@ struct Q4_KGemm {
         int sc, m;
         Q4_KScaleMinWords(static_cast<unsigned>(head[k].y), static_cast<unsigned>(head[k].z),
                           static_cast<unsigned>(head[k].w), b, &sc, &m);
-        *reinterpret_cast<float2*>(&s.dsm[b][PairSlot(row)][0]) =
+        *reinterpret_cast<float2*>(&s.dsm[b][2 * PairSlot(row)]) =
             make_float2(__fmul_rn(HalfBits(static_cast<uint16_t>(h & 0xFFFF)), static_cast<float>(sc)),
                         __fmul_rn(HalfBits(static_cast<uint16_t>(h >> 16)), static_cast<float>(m)));
       }
@@ -278,7 +287,7 @@ struct Q4_KGemm {
     LoadMatrices4(raw, &s.raw[row0 + OperandRow(lane)][16 + 32 * (b >> 1) + OperandCol(lane)]);
 #pragma unroll
     for (int k = 0; k < 4; ++k) r.a[k] = (static_cast<unsigned>(raw[k]) >> shift) & 0x0F0F0F0F;
-    const float4 v = *reinterpret_cast<const float4*>(&s.dsm[b][PairSlot(row0 + (lane >> 2))][0]);
+    const float4 v = *reinterpret_cast<const float4*>(&s.dsm[b][2 * PairSlot(row0 + (lane >> 2))]);
     r.ds[0] = v.x, r.dm[0] = v.y, r.ds[1] = v.z, r.dm[1] = v.w;
     return r;
   }
@@ -302,7 +311,7 @@ struct Q6_KGemm {
   struct alignas(16) Dec {
     int8_t q[kTile][272];  // the segment's 6-bit values minus 32, in weight order
     // d times the scales of each block's two halves (exact), rows at their PairSlot.
-    float dd[kSeg][kTile][2];
+    float dd[kSeg][kRow2];
   };
   struct Scales {
     uint16_t v = 0;
@@ -332,10 +341,12 @@ struct Q6_KGemm {
     });
   }
   // Unpacks the segment: per row 4 runs of 16 positions l0.. of each 128-weight half n, four blocks each.
+  // Consecutive threads take consecutive rows, so the 8 threads of a 16-byte access phase read rows 208
+  // bytes apart and write rows 272 bytes apart: 8 different bank groups either way.
   static __device__ __forceinline__ void Prepare(const WStage& s, XStage<kXStride, kSums>&, Dec& dec,
                                                  int tid) {
     ForEach<kThreads, kTile * 4>(tid, [&](int c) {
-      const int row = c >> 2, n = (c >> 1) & 1, l0 = 16 * (c & 1);
+      const int row = c & (kTile - 1), n = (c / kTile) & 1, l0 = 16 * (c / (2 * kTile));
       const uint8_t* raw = s.raw[row];
       const int4 qa = *reinterpret_cast<const int4*>(raw + 64 * n + l0);
       const int4 qb = *reinterpret_cast<const int4*>(raw + 64 * n + 32 + l0);
@@ -351,8 +362,8 @@ struct Q6_KGemm {
       const int row = c >> 3, b = c & 7;
       const int8_t* sc = reinterpret_cast<const int8_t*>(s.raw[row] + 192 + 2 * b);
       const float d = s.d[row];
-      dec.dd[b][PairSlot(row)][0] = __fmul_rn(d, static_cast<float>(sc[0]));
-      dec.dd[b][PairSlot(row)][1] = __fmul_rn(d, static_cast<float>(sc[1]));
+      *reinterpret_cast<float2*>(&dec.dd[b][2 * PairSlot(row)]) =
+          make_float2(__fmul_rn(d, static_cast<float>(sc[0])), __fmul_rn(d, static_cast<float>(sc[1])));
     });
   }
   struct Rows {
@@ -362,7 +373,7 @@ struct Q6_KGemm {
   static __device__ __forceinline__ Rows RowsOf(const WStage& s, const Dec& dec, int row0, int b, int lane) {
     Rows r;
     LoadMatrices4(r.a, &dec.q[row0 + OperandRow(lane)][32 * b + OperandCol(lane)]);
-    const float4 v = *reinterpret_cast<const float4*>(&dec.dd[b][PairSlot(row0 + (lane >> 2))][0]);
+    const float4 v = *reinterpret_cast<const float4*>(&dec.dd[b][2 * PairSlot(row0 + (lane >> 2))]);
     r.d_lo[0] = v.x, r.d_hi[0] = v.y, r.d_lo[1] = v.z, r.d_hi[1] = v.w;
     return r;
   }
