@@ -14,6 +14,15 @@ namespace {
 
 uint64_t U(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
+// FNV-1a over the key's words (a collision only makes a shape seen once be captured).
+uint64_t KeyHash(const std::vector<uint64_t>& key) {
+  uint64_t h = 14695981039346656037ull;
+  for (uint64_t v : key) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xFF)) * 1099511628211ull;
+  }
+  return h;
+}
+
 Status LaunchError(cudaError_t e, const char* what) {
   return Internal("CUDA: {}: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
@@ -308,7 +317,18 @@ Status StepQueue::End(const std::function<cudaError_t()>& before) {
     const cudaError_t e = cudaGraphLaunch(graphs_.front().exec, stream_);
     return e == cudaSuccess ? Status::Ok() : LaunchError(e, "graph launch");
   }
-  // First time this step's shape is seen: capture it.
+  // The first time a shape is seen its ops are launched one by one and the shape remembered; the second
+  // time it is captured. A capture runs nothing until the graph is built and instantiated, so a shape
+  // that comes once (the prompt steps of a burst of requests, the last decode steps of a batch as its
+  // requests end) ran later than its ops launched directly would have.
+  const uint64_t hash = KeyHash(key);
+  if (std::find(seen_.begin(), seen_.end(), hash) == seen_.end()) {
+    if (seen_.size() >= kSeenShapes) seen_.erase(seen_.begin());
+    seen_.push_back(hash);
+    Status s = LaunchAll();
+    ops_.clear();
+    return s;
+  }
   cudaGraph_t graph = nullptr;
   if (const cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
       e != cudaSuccess) {

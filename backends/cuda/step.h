@@ -92,6 +92,7 @@ class StepQueue {
     cudaGraphExec_t exec = nullptr;
   };
   static constexpr size_t kMaxGraphs = 32;
+  static constexpr size_t kSeenShapes = 64;  // shapes run once and not captured, remembered by hash
 
   // FAK_CUDA_PROFILE=1 (read once, when the queue is made).
   static bool ProfileEnabled();
@@ -107,7 +108,8 @@ class StepQueue {
   bool in_step_ = false, graph_ = false;
   std::vector<uint64_t> shape_;
   std::vector<Op> ops_;
-  std::list<Graph> graphs_;  // most recently used first
+  std::list<Graph> graphs_;     // most recently used first
+  std::vector<uint64_t> seen_;  // hashes of the keys of the last kSeenShapes shapes seen once, oldest first
   int64_t captured_ = 0, replayed_ = 0;
   bool profile_ = false;
   std::vector<cudaEvent_t> events_;    // events_[0] before the first op, events_[i + 1] after op i
