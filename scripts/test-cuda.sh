@@ -4,7 +4,9 @@
 #   scripts/test-cuda.sh pack   on the build machine: builds (in $FAK_CUDA_BUILD, default build/), then
 #                               gathers into .cuda-run/ the fak
 #                               binary, the CUDA test binary, the shared libraries they load that a bare
-#                               GPU machine lacks, and the llama.cpp fixtures the tests read.
+#                               GPU machine lacks, and the llama.cpp fixtures the tests read; and into
+#                               .cuda-fixtures/ the HF fixtures (send both, and leave tests/fixtures/hf
+#                               and models/ out of the tree that travels: it has a size limit).
 #   scripts/test-cuda.sh unpack on the GPU machine: unpacks .cuda-run/ (run does it first).
 #   scripts/test-cuda.sh models-dir  where models are synthesized ($MODELS, /dev/shm, /tmp).
 #   scripts/test-cuda.sh run    on the GPU machine, from the repository root (with .cuda-run/ beside):
@@ -32,7 +34,13 @@ case "${1:-}" in
     gzip -9 -c ../shared/fixtures/tokenizers/qwen3/tokenizer.json > "$pack/shared/fixtures/tokenizers/qwen3/tokenizer.json.gz"
     cp ../shared/fixtures/tokenizers/qwen3/tokenizer_config.json "$pack/shared/fixtures/tokenizers/qwen3/"
     grep -qxF "/$pack/" .git/info/exclude 2>/dev/null || echo "/$pack/" >> .git/info/exclude
-    du -sh "$pack"
+    # The HF oracle fixtures the model tests read (configs, weights, oracle.json: not the .npy dumps),
+    # for a working tree sent without tests/fixtures/hf and models/ (the tracked tree with them is over
+    # the 64 MiB a GPU run may carry): `unpack` puts them back where they are missing.
+    mkdir -p .cuda-fixtures
+    tar -C tests/fixtures/hf --exclude='*.npy' -cf - . | xz -6 -T2 > .cuda-fixtures/hf.tar.xz || exit 1
+    grep -qxF "/.cuda-fixtures/" .git/info/exclude 2>/dev/null || echo "/.cuda-fixtures/" >> .git/info/exclude
+    du -sh "$pack" .cuda-fixtures
     ;;
   models-dir)
     # Where the GPU scripts synthesize models: $MODELS, else /dev/shm when it has room (40 GiB), since
@@ -54,6 +62,11 @@ case "${1:-}" in
     tok="$pack/shared/fixtures/tokenizers/qwen3"
     [ -f "$tok/tokenizer.json" ] || gunzip -k "$tok/tokenizer.json.gz"
     [ -e ../shared ] || ln -s "$PWD/$pack/shared" ../shared
+    if [ ! -f tests/fixtures/hf/qwen35-tiny/oracle.json ] && [ -f .cuda-fixtures/hf.tar.xz ]; then
+      mkdir -p tests/fixtures/hf
+      python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+        .cuda-fixtures/hf.tar.xz tests/fixtures/hf || exit 1
+    fi
     ;;
   run)
     out=${OUT:-build/cuda-results}
