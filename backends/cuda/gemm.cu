@@ -310,7 +310,7 @@ struct Q6_KGemm {
   };
   struct alignas(16) Dec {
     int8_t q[kTile][272];  // the segment's 6-bit values minus 32, in weight order
-    // d times the scales of each block's two halves (exact), rows at their PairSlot.
+    // d times the scales of each block's two halves (exact), a row's pair at 2 x its PairSlot.
     float dd[kSeg][kRow2];
   };
   struct Scales {
