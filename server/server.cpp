@@ -9,6 +9,8 @@
 #include <mutex>
 #include <random>
 
+#include "core/log.h"
+
 namespace fak::server {
 namespace {
 
@@ -305,6 +307,7 @@ void Server::Routes() {
       SendError(res, ErrorOf(503, "server_busy", "the model is still loading", "model_loading"));
       return;
     }
+    const auto t0 = std::chrono::steady_clock::now();
     Json body;
     try {
       body = Json::parse(req.body);
@@ -318,6 +321,11 @@ void Server::Routes() {
     if (!ParseRequest(ep, body, model_, &api, &err)) {
       SendError(res, err);
       return;
+    }
+    if (GetLogLevel() <= LogLevel::kDebug) {
+      FAK_LOG_DEBUG("a request of {} prompt tokens parsed, rendered and tokenized in {:.3f} ms",
+                    api.gen.prompt.size(),
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     auto handle = sched->Submit(std::move(api.gen));
     if (!handle.ok()) {
