@@ -30,6 +30,10 @@ case "${1:-}" in
     # Binaries and libraries travel as one xz archive (unpacked there by python3, which that machine has).
     tar -C "$pack" -cf - bin lib | xz -9 -T2 > "$pack/payload.tar.xz" && rm -rf "$pack/bin" "$pack/lib"
     cp ../shared/fixtures/llamacpp-tiny/tiny-llama-q4_k_m.gguf "$pack/shared/fixtures/llamacpp-tiny/"
+    # The Q6_K file (compressed to travel) and llama.cpp's outputs for both K-quant files.
+    xz -6 -T2 -c ../shared/fixtures/llamacpp-tiny/tiny-llama-q6_k.gguf > "$pack/shared/fixtures/llamacpp-tiny/tiny-llama-q6_k.gguf.xz"
+    mkdir -p "$pack/shared/fixtures/llamacpp-tiny/expected"
+    cp ../shared/fixtures/llamacpp-tiny/expected/{q4_k_m,q6_k}-p* "$pack/shared/fixtures/llamacpp-tiny/expected/"
     mkdir -p "$pack/shared/fixtures/tokenizers/qwen3"  # for fak synth there, compressed to travel
     gzip -9 -c ../shared/fixtures/tokenizers/qwen3/tokenizer.json > "$pack/shared/fixtures/tokenizers/qwen3/tokenizer.json.gz"
     cp ../shared/fixtures/tokenizers/qwen3/tokenizer_config.json "$pack/shared/fixtures/tokenizers/qwen3/"
@@ -61,6 +65,10 @@ case "${1:-}" in
       "$pack/payload.tar.xz" "$pack" || exit 1
     tok="$pack/shared/fixtures/tokenizers/qwen3"
     [ -f "$tok/tokenizer.json" ] || gunzip -k "$tok/tokenizer.json.gz"
+    tiny="$pack/shared/fixtures/llamacpp-tiny"
+    [ -f "$tiny/tiny-llama-q6_k.gguf" ] || [ ! -f "$tiny/tiny-llama-q6_k.gguf.xz" ] ||
+      python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+        "$tiny/tiny-llama-q6_k.gguf.xz" "$tiny/tiny-llama-q6_k.gguf" || exit 1
     [ -e ../shared ] || ln -s "$PWD/$pack/shared" ../shared
     if [ ! -f tests/fixtures/hf/qwen35-tiny/oracle.json ] && [ -f .cuda-fixtures/hf.tar.xz ]; then
       mkdir -p tests/fixtures/hf

@@ -77,17 +77,20 @@ bool Activations::ShadowSlot(const Tensor& t, Q8Act* slot) {
   return true;
 }
 
-bool Activations::ShadowValid(const Tensor& t) {
+bool Activations::ShadowValid(const Tensor& t, int* group) {
   int64_t off = 0;
   Buffer* b = Find(t, &off);
-  return b != nullptr && off >= b->valid_begin && off + t.rows * t.cols <= b->valid_end;
+  if (b == nullptr || off < b->valid_begin || off + t.rows * t.cols > b->valid_end) return false;
+  *group = b->valid_group;
+  return true;
 }
 
-void Activations::Shadowed(const Tensor& t) {
+void Activations::Shadowed(const Tensor& t, int group) {
   int64_t off = 0;
   if (Buffer* b = Find(t, &off)) {
     b->valid_begin = off;
     b->valid_end = off + t.rows * t.cols;
+    b->valid_group = group;
   }
 }
 

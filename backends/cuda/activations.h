@@ -34,10 +34,10 @@ class Activations {
 
   // Where the int8 shadow of t lies, when its buffer has one and t covers whole 32-element runs.
   bool ShadowSlot(const Tensor& t, Q8Act* slot);
-  // Whether t's shadow holds t's current values.
-  bool ShadowValid(const Tensor& t);
-  void Shadowed(const Tensor& t);  // t and its shadow were written together
-  void Written(const Tensor& t);   // t was written, its buffer's shadow is stale
+  // Whether t's shadow holds t's current values; if so, *group is its Q8Act::group.
+  bool ShadowValid(const Tensor& t, int* group);
+  void Shadowed(const Tensor& t, int group);  // t and its shadow (in groups of `group`) were written together
+  void Written(const Tensor& t);              // t was written, its buffer's shadow is stale
 
  private:
   struct Buffer {
@@ -46,6 +46,7 @@ class Activations {
     float* d = nullptr;
     int64_t elems = 0;
     int64_t valid_begin = 0, valid_end = 0;
+    int valid_group = 32;
   };
   // The buffer a tensor view lies in, and the view's first element in it.
   Buffer* Find(const Tensor& t, int64_t* offset);

@@ -190,11 +190,15 @@ class CudaBackend final : public Backend {
   DeltaNetDevice DeviceDeltaNet(int32_t states, int32_t dn) const;
 
   bool ShadowSlot(const Tensor& t, Q8Act* s) { return acts_.ShadowSlot(t, s); }
-  void Shadowed(const Tensor& t) { acts_.Shadowed(t); }
+  void Shadowed(const Tensor& t) { acts_.Shadowed(t, shadow_group_); }
   void Written(const Tensor& t) { acts_.Written(t); }
-  // The int8 shadow of x for a quantized MatMul, quantized first (a queued op) when the op that wrote x
-  // did not write it.
-  bool ShadowOf(const Tensor& x, Q8Act* s);
+  // The int8 shadow of x for a quantized MatMul of format f, quantized first (a queued op) when the op
+  // that wrote x did not write it, or wrote it in groups f cannot read (GroupFor).
+  bool ShadowOf(const Tensor& x, MatFormat f, Q8Act* s);
+  // The group the ops that write activations quantize them in (Q8Act::group): 256 once a K-quant matrix
+  // is bound (its products need them; a Q8_0 matrix of the same model reads them too), else 32. A
+  // function of the bound weights, so a row's bits never depend on which op made its shadow.
+  int shadow_group_ = 32;
 
   cudaStream_t stream_;
   Status error_ = Status::Ok();

@@ -33,7 +33,7 @@ void CudaBackend::MatMul(BoundWeight w, Tensor x, Tensor y) {
   FlushRopes();
   const DeviceMatrix& m = matrices_[static_cast<size_t>(w.id)];
   Q8Act xq;
-  if (ReadsQ8(m.format) && !ShadowOf(x, &xq)) return;
+  if (ReadsQ8(m.format) && !ShadowOf(x, m.format, &xq)) return;
   Check(q_.AddMatVec(m, MatVecOut{.y = y.data, .ldy = y.cols}, x.data, xq, x.rows), "MatMul");
   Written(y);
 }
@@ -45,6 +45,7 @@ void CudaBackend::RmsNorm(Tensor x, BoundWeight w, Tensor y, float eps) {
   const bool shadow = y.cols % 32 == 0 && ShadowSlot(y, &sh);
   int8_t* q = shadow ? const_cast<int8_t*>(sh.q) : nullptr;
   float* d = shadow ? const_cast<float*>(sh.d) : nullptr;
+  const int group = shadow_group_;
   const float* wv = vectors_[static_cast<size_t>(w.id)];
   const int64_t rows = x.rows, cols = x.cols;
   if (cols > 32 * kNormMaxRuns && TailInKernel(TailKind::kRmsNorm)) {
@@ -59,15 +60,16 @@ void CudaBackend::RmsNorm(Tensor x, BoundWeight w, Tensor y, float eps) {
   t.y = ys;
   t.cols = cols;
   t.eps = eps;
-  t.q = q;
-  t.d = d;
-  if (q_.FuseTail(t, rows)) return shadow ? Shadowed(y) : Written(y);
+  // The tail quantizes per 32 values: with groups of 256 the product that reads y quantizes it.
+  t.q = group == 32 ? q : nullptr;
+  t.d = group == 32 ? d : nullptr;
+  if (q_.FuseTail(t, rows)) return shadow && group == 32 ? Shadowed(y) : Written(y);
   uint32_t eps_bits;
   std::memcpy(&eps_bits, &eps, 4);
   Queue("RmsNorm",
-        {U(xs), U(wv), U(ys), U(rows), U(cols), eps_bits, U(q), U(d),
+        {U(xs), U(wv), U(ys), U(rows), U(cols), eps_bits, U(q), U(d), U(group),
          static_cast<uint64_t>(TailInKernel(TailKind::kRmsNorm))},  // which order the kernel sums in
-        [=](cudaStream_t s) { return fak::cuda::RmsNorm(xs, wv, ys, rows, cols, eps, q, d, s); });
+        [=](cudaStream_t s) { return fak::cuda::RmsNorm(xs, wv, ys, rows, cols, eps, q, d, group, s); });
   shadow ? Shadowed(y) : Written(y);
 }
 
@@ -103,20 +105,23 @@ void CudaBackend::SiluMul(Tensor g, Tensor u) {
   const bool shadow = ShadowSlot(g, &sh);
   int8_t* q = shadow ? const_cast<int8_t*>(sh.q) : nullptr;
   float* d = shadow ? const_cast<float*>(sh.d) : nullptr;
+  if (shadow && g.cols % 32 != 0) q = nullptr, d = nullptr;
+  const int group = shadow_group_;
   float* gs = g.data;
   const float* us = u.data;
-  const int64_t n = g.rows * g.cols;
+  const int64_t rows = g.rows, cols = g.cols;
   MatVecTail t;
   t.kind = TailKind::kSiluMul;
   t.y = gs;
   t.u = us;
   t.cols = g.cols;
-  t.q = q;
-  t.d = d;
-  if ((q == nullptr || g.cols % 32 == 0) && q_.FuseTail(t, g.rows)) return shadow ? Shadowed(g) : Written(g);
-  Queue("SiluMul", {U(gs), U(us), U(n), U(q), U(d)},
-        [=](cudaStream_t s) { return fak::cuda::SiluMul(gs, us, n, q, d, s); });
-  shadow ? Shadowed(g) : Written(g);
+  // The tail quantizes per 32 values: with groups of 256 the product that reads g quantizes it.
+  t.q = group == 32 ? q : nullptr;
+  t.d = group == 32 ? d : nullptr;
+  if (q_.FuseTail(t, g.rows)) return t.q != nullptr ? Shadowed(g) : Written(g);
+  Queue("SiluMul", {U(gs), U(us), U(rows), U(cols), U(q), U(d), U(group)},
+        [=](cudaStream_t s) { return fak::cuda::SiluMul(gs, us, rows, cols, q, d, group, s); });
+  q != nullptr ? Shadowed(g) : Written(g);
 }
 
 void CudaBackend::Rope(Tensor x, int64_t head_dim, int32_t rope) {
@@ -183,7 +188,8 @@ void CudaBackend::Attention(int32_t kv, int64_t layer, Tensor q, float scale, Te
   FlushRopes();
   const KvStore& st = kv_[static_cast<size_t>(kv)];
   Q8Act sh;
-  const bool shadow = st.g.head_dim % 32 == 0 && ShadowSlot(out, &sh);
+  // The kernels quantize per 32 values of a head: with groups of 256 the product that reads out does.
+  const bool shadow = shadow_group_ == 32 && st.g.head_dim % 32 == 0 && ShadowSlot(out, &sh);
   int8_t* oq = shadow ? const_cast<int8_t*>(sh.q) : nullptr;
   float* od = shadow ? const_cast<float*>(sh.d) : nullptr;
   const DeviceKv view = st.View();
@@ -268,19 +274,26 @@ void CudaBackend::FlushRopes() {
   ropes_pending_.clear();
 }
 
-bool CudaBackend::ShadowOf(const Tensor& x, Q8Act* s) {
-  if (!acts_.ShadowSlot(x, s)) {
+bool CudaBackend::ShadowOf(const Tensor& x, MatFormat f, Q8Act* s) {
+  if (!acts_.ShadowSlot(x, s) || x.cols % 32 != 0) {
     Fail(Internal("CUDA: a quantized MatMul needs an activation tensor of whole 32-element runs"));
     return false;
   }
-  if (acts_.ShadowValid(x)) return true;
+  const int need = GroupFor(f);
+  int have = 0;
+  if (acts_.ShadowValid(x, &have) && (need == 32 || have == need)) {
+    s->group = have;
+    return true;
+  }
+  const int group = need == 32 ? shadow_group_ : need;
   const float* xs = x.data;
-  const int64_t n = x.rows * x.cols;
+  const int64_t rows = x.rows, cols = x.cols;
   int8_t* q = const_cast<int8_t*>(s->q);
   float* d = const_cast<float*>(s->d);
-  Queue("Quantize", {U(xs), U(n), U(q), U(d)},
-        [=](cudaStream_t st) { return fak::cuda::Quantize(xs, n, q, d, st); });
-  acts_.Shadowed(x);
+  Queue("Quantize", {U(xs), U(rows), U(cols), U(q), U(d), U(group)},
+        [=](cudaStream_t st) { return fak::cuda::Quantize(xs, rows, cols, q, d, group, st); });
+  acts_.Shadowed(x, group);
+  s->group = group;
   return error_.ok();
 }
 

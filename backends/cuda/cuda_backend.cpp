@@ -69,6 +69,7 @@ Result<BoundWeight> CudaBackend::BindMatrix(const Weight& w) {
         CudaStatus(cudaMemcpy(d, h.d.data(), h.d.size() * 2, cudaMemcpyHostToDevice), "scale upload"));
   }
   matrices_.push_back(m);
+  if (GroupFor(m.format) == kKQuantGroup) shadow_group_ = kKQuantGroup;
   // Matrices narrow enough that the GEMM may compute their pieces in separate blocks (its scratch).
   if (ReadsQ8(m.format) && QuantPieces(m.cols) > 1 && m.rows <= kSplitMaxRows) {
     split_rows_ = std::max(split_rows_, m.rows);

@@ -3,7 +3,9 @@
 // recurrent layers. On a machine without a GPU each test says "skipped: no GPU".
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -12,6 +14,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_test_util.h"
+#include "core/npy.h"
 #include "engine/model.h"
 #include "engine/runtime.h"
 #include "engine/sampler.h"
@@ -75,6 +78,71 @@ TEST(CudaModel, HfFixturesMatchTransformersAndTheCpuPath) {
         EXPECT_EQ(got, want);
       }
     }
+  }
+}
+
+// The K-quant files of llamacpp-tiny through the CUDA backend against llama.cpp's own outputs, as
+// engine/model_test.cpp checks the CPU path (its comment explains the bounds: llama.cpp's noise floor,
+// teacher-forced agreement with its 16 greedy tokens after 5 prompts, the margin at a disagreement): the
+// K-quant products read activations with one scale per 256 values (qblock.cuh), as llama.cpp's and fak's
+// CPU paths do.
+TEST(CudaModel, KQuantFilesMatchLlamaCpp) {
+  SKIP_WITHOUT_GPU();
+  const std::string dir = "../shared/fixtures/llamacpp-tiny";
+  const struct {
+    const char* type;
+    double min_cosine;
+    int min_forced_agreement;
+    float max_margin;
+  } cases[] = {{"q4_k_m", 0.999, 76, 0.1f}, {"q6_k", 0.999, 74, 0.1f}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.type);
+    const std::string file = dir + "/tiny-llama-" + c.type + ".gguf";
+    if (!std::ifstream(file).good()) {
+      ADD_FAILURE() << file << " is missing";
+      continue;
+    }
+    auto m = LoadFor(file, WeightQuant::kKeep, true);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    auto rt = Runtime::Create(**m, RuntimeOptions{.backend = {.name = "cuda"}});
+    ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+    auto session = Session::Create(**rt);
+    ASSERT_TRUE(session.ok());
+    int agree = 0, steps = 0;
+    float worst = 0.0f;
+    double worst_cos = 1.0;
+    for (int p = 1; p <= 5; ++p) {
+      const std::string base = dir + "/expected/" + c.type + "-p" + std::to_string(p);
+      std::ifstream in(base + ".json");
+      ASSERT_TRUE(in) << base << ".json is missing";
+      const auto j = nlohmann::json::parse(in);
+      const auto prompt = j["prompt_ids"].get<std::vector<int32_t>>();
+      const auto want = j["greedy_ids"].get<std::vector<int32_t>>();
+      auto ref = ReadNpyF32(base + ".logits.npy");
+      ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+      Session& s = **session;
+      s.Truncate(0);
+      std::vector<float> logits(static_cast<size_t>(s.vocab_size()));
+      ASSERT_TRUE(s.Prefill(prompt, logits.data()).ok());
+      const double cos = Cosine(logits.data(), ref->data.data(), logits.size());
+      worst_cos = std::min(worst_cos, cos);
+      EXPECT_GE(cos, c.min_cosine) << "prompt " << p;
+      for (size_t i = 0; i < want.size(); ++i) {
+        const int32_t mine = Argmax(std::span<const float>(logits));
+        ++steps;
+        if (mine == want[i]) {
+          ++agree;
+        } else {
+          const float margin = logits[static_cast<size_t>(mine)] - logits[static_cast<size_t>(want[i])];
+          worst = std::max(worst, margin);
+          EXPECT_LE(margin, c.max_margin) << "prompt " << p << " step " << i;
+        }
+        ASSERT_TRUE(s.Step(want[i], logits.data()).ok());
+      }
+    }
+    std::printf("%s on the GPU: cosine >= %.6f, teacher-forced agreement %d/%d, largest margin %.4f\n",
+                c.type, worst_cos, agree, steps, worst);
+    EXPECT_GE(agree, c.min_forced_agreement);
   }
 }
 

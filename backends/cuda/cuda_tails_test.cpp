@@ -192,9 +192,11 @@ TEST(CudaOps, TailsGiveTheBitsOfTheirOwnKernels) {
     const std::vector<uint8_t> zeros(counters.n * sizeof(unsigned), 0);
     EXPECT_TRUE(counters.Bytes() == zeros) << "counters left non-zero";
   };
-  auto activations = [](int64_t cols, uint32_t seed, DevBuf<float>& x, DevBuf<int8_t>& q, DevBuf<float>& d) {
+  // One activation row and its shadow, in the groups the matrix's format reads.
+  auto activations = [](int64_t cols, uint32_t seed, DevBuf<float>& x, DevBuf<int8_t>& q, DevBuf<float>& d,
+                        int group) {
     x.Set(Random(static_cast<size_t>(cols), seed));
-    ASSERT_EQ(cuda::Quantize(x.p, cols, q.p, d.p, nullptr), cudaSuccess);
+    ASSERT_EQ(cuda::Quantize(x.p, 1, cols, q.p, d.p, group, nullptr), cudaSuccess);
   };
   auto cat = [](std::initializer_list<std::vector<uint8_t>> parts) {
     std::vector<uint8_t> all;
@@ -215,7 +217,8 @@ TEST(CudaOps, TailsGiveTheBitsOfTheirOwnKernels) {
         res(static_cast<size_t>(d)), nw(Random(static_cast<size_t>(d), 12, 0.5f)), h(static_cast<size_t>(d)),
         hd(static_cast<size_t>(d / 32));
     DevBuf<int8_t> xq(static_cast<size_t>(cin)), hq(static_cast<size_t>(d));
-    activations(cin, 13, x, xq, xd);
+    const int group = cuda::GroupFor(w.m.format);
+    activations(cin, 13, x, xq, xd, group);
     MatVecJob job;
     job.count = 1;
     job.w[0] = w.m;
@@ -230,7 +233,7 @@ TEST(CudaOps, TailsGiveTheBitsOfTheirOwnKernels) {
     job.tail.q = shadow ? hq.p : nullptr;
     job.tail.d = shadow ? hd.p : nullptr;
     const std::vector<float> res0 = Random(static_cast<size_t>(d), 14, 4.0f);
-    check(job, x.p, {xq.p, xd.p},
+    check(job, x.p, {xq.p, xd.p, group},
           {[&] { res.Set(res0); },
            [&] {
              return cat({y.Bytes(), res.Bytes(), h.Bytes(), hq.Bytes(), hd.Bytes()});
@@ -246,7 +249,8 @@ TEST(CudaOps, TailsGiveTheBitsOfTheirOwnKernels) {
     DevBuf<float> x(static_cast<size_t>(cin)), xd(static_cast<size_t>(cin / 32)), g(static_cast<size_t>(f)),
         u(static_cast<size_t>(f)), gd(static_cast<size_t>(f / 32));
     DevBuf<int8_t> xq(static_cast<size_t>(cin)), gq(static_cast<size_t>(f));
-    activations(cin, 23, x, xq, xd);
+    const int group = cuda::GroupFor(gate.m.format);
+    activations(cin, 23, x, xq, xd, group);
     MatVecJob job;
     job.count = 2;
     job.w[0] = gate.m;
@@ -260,7 +264,7 @@ TEST(CudaOps, TailsGiveTheBitsOfTheirOwnKernels) {
     job.tail.cols = f;
     job.tail.q = gq.p;
     job.tail.d = gd.p;
-    check(job, x.p, {xq.p, xd.p},
+    check(job, x.p, {xq.p, xd.p, group},
           {[] {},
            [&] {
              return cat({g.Bytes(), u.Bytes(), gq.Bytes(), gd.Bytes()});
@@ -285,7 +289,8 @@ TEST(CudaOps, TailsGiveTheBitsOfTheirOwnKernels) {
         bq(Random(static_cast<size_t>(qc), 34)), bk(Random(static_cast<size_t>(kc), 35)),
         bv(Random(static_cast<size_t>(kc), 36)), cs(Random(static_cast<size_t>(2 * c.half), 37));
     DevBuf<int8_t> xq(static_cast<size_t>(c.cin));
-    activations(c.cin, 38, x, xq, xd);
+    const int group = cuda::GroupFor(wq.m.format);
+    activations(c.cin, 38, x, xq, xd, group);
     const size_t page_elems = static_cast<size_t>(n_layer * 2 * c.nkv * pt * c.hd);
     DevBuf<uint8_t> page(page_elems * (c.f32 ? 4 : 2));
     DevBuf<uint64_t> page_ptr(std::vector<uint64_t>{reinterpret_cast<uint64_t>(page.p)});
@@ -322,7 +327,7 @@ TEST(CudaOps, TailsGiveTheBitsOfTheirOwnKernels) {
     t.b.page_begin = page_begin.p;
     t.b.pages = pages.p;
     // Position 21 of 16-token pages: the sequence's second page, which is page 0 of the store.
-    check(job, x.p, {xq.p, xd.p},
+    check(job, x.p, {xq.p, xd.p, group},
           {[&] { ASSERT_EQ(cudaMemset(page.p, 0, page.n), cudaSuccess); },
            [&] {
              return cat({q.Bytes(), k.Bytes(), v.Bytes(), page.Bytes()});

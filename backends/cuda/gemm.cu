@@ -2,10 +2,13 @@
 //
 // A block of 128 threads computes a tile of 64 weight rows x 64 activation rows, one segment (8 blocks
 // of 32 weights, qblock.cuh) at a time. Each of the 4 warps computes 32 x 32 outputs (or, with 256
-// threads a block, each of 8 warps 16 x 32: see GemmWarps) with one mma.sync.m16n8k32 (s8 in, exact s32 out)
-// per 32-weight block (Q6_K: two m16n8k16, one per 16-weight scale), turns each block's integer dot into its
-// term and adds the terms in qblock.cuh's order, as the matrix-vector kernel does. A row's result is
-// therefore the same bits whichever kernel computed it, and the batch size only decides which one runs.
+// threads a block, each of 8 warps 16 x 32: see GemmWarps) with int8 mma.sync (exact s32 out) and sums
+// them in qblock.cuh's order, as the matrix-vector kernels do, so a row's result is the same bits
+// whichever kernel computed it, and the batch size only decides which one runs:
+//   Q8_0   one m16n8k32 per 32-weight block, its f32 term, the segment's tree of 8 terms;
+//   Q4_K   one m16n8k32 per block weighted by the sub-block's scale in an integer multiply-add, one
+//          more with the mins as the A operand accumulating the mins' part, one f32 term per segment;
+//   Q6_K   two m16n8k16 per block (a scale per 16 weights), weighted in integers, one term per segment.
 //
 // The weights stay in their device layout in shared memory (Q4_K nibbles and Q6_K bit planes are taken
 // apart when the mma operands are built): cp.async brings segment s + 1 while segment s is computed,
@@ -13,10 +16,12 @@
 // memory by ldmatrix, already in the registers the mma reads (Q4_K: its raw nibble bytes, masked
 // after), and row strides are 16 bytes past a multiple of 128 so its eight rows meet no bank conflict.
 //
-// Napkin math (pp512, 1.5B geometry): 1.3 G multiply-adds per token, in 32-weight blocks: 20 M block
-// terms per token at ~5 instructions each (mma is a small part); at 4 warp-instructions per clock per
-// SM that is ~2.3 ms for the 512 tokens' matrices on 132 SMs at 1.98 GHz, the floor of this design.
+// Napkin math (pp512, 1.5B geometry): 1.3 G multiply-adds per token, in 32-weight blocks: 20 M blocks
+// per token. Q8_0 spends ~5 instructions a block and output on its term (mma a small part): ~2.3 ms for
+// the 512 tokens' matrices at 4 warp-instructions per clock per SM on 132 SMs at 1.98 GHz, the floor of
+// that design; the K-quants' integer sums take that to ~1.5 a block and output.
 #include <cstdlib>
+#include <type_traits>
 
 #include "backends/cuda/async_copy.cuh"
 #include "backends/cuda/kernels.h"
@@ -104,24 +109,33 @@ __device__ __forceinline__ void LoadMatrices2(int* r, const void* row) {
 __device__ __forceinline__ int OperandRow(int lane) { return (lane & 7) + ((lane >> 3) & 1) * 8; }
 __device__ __forceinline__ int OperandCol(int lane) { return (lane >> 4) * 16; }
 
-// c = kExactBias + a . b (qblock.cuh's biased dot) for a 16 x 16 by 16 x 8 product.
-__device__ __forceinline__ void Mma16Biased(int* c, int a0, int a1, int b0) {
+// The K-quants' dots (qblock.cuh's integer sums): c = a . b from zero, and c += a . b (the Q4_K mins,
+// one value per row broadcast over their 32 columns as A).
+__device__ __forceinline__ void Mma32(int* c, const int* a, int b0, int b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%10,%10,%10};\n"
+      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
+}
+__device__ __forceinline__ void Mma32Acc(int* c, const int* a, int b0, int b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void Mma16(int* c, int a0, int a1, int b0) {
   asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};\n"
       : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-      : "r"(a0), "r"(a1), "r"(b0), "r"(kExactBias));
+      : "r"(a0), "r"(a1), "r"(b0), "r"(0));
 }
 
-// One segment of 64 activation rows: int8 values (row stride kStride), block scales and (with kSums,
-// for Q4_K) block sums, exact (ExactFloat of the integer sums). Both are stored block-major, per pair of
-// rows t, t + 1 (t even) {d[t], d[t + 1]} or {d[t], d[t + 1], sum[t], sum[t + 1]}, so a lane reads its
-// two activation rows' values in one 8- or 16-byte load.
-template <int kStride, bool kSums>
+// One segment of 64 activation rows: int8 values (row stride kStride) and their scales, block-major
+// (Q8_0: dsum[b][row]) or one per row (the K-quants: dsum[0][row]), so a lane reads its two activation
+// rows' scales (t, t + 1, t even) in one 8-byte load.
+template <int kStride>
 struct alignas(16) XStage {
-  static constexpr int kPer = kSums ? 2 : 1;  // floats per row
   int8_t q[kTile][kStride];
-  float dsum[kSeg][kSums ? kRow2 : kRow1];
-  static __device__ __forceinline__ int DSlot(int t) { return kPer * (t & ~1) + (t & 1); }
-  static __device__ __forceinline__ int SumSlot(int t) { return 2 * (t & ~1) + 2 + (t & 1); }
+  float dsum[kSeg][kRow1];
 };
 
 // Rows of int8 values, 16 pieces of 16 bytes a row and segment (two per 32-value block): the
@@ -151,13 +165,29 @@ struct XScales {
       v[k] = r < n && blk < nb ? x.d[r * nb + blk] : 0.0f;
     }
   }
-  template <int kStride, bool kSums>
-  __device__ __forceinline__ void Store(XStage<kStride, kSums>& s, int tid) const {
+  template <int kStride>
+  __device__ __forceinline__ void Store(XStage<kStride>& s, int tid) const {
 #pragma unroll
     for (int k = 0; k < kTile * kSeg / kThreads; ++k) {
       const int e = tid + k * kThreads;
-      s.dsum[e & 7][s.DSlot(e >> 3)] = v[k];
+      s.dsum[e & 7][e >> 3] = v[k];
     }
+  }
+};
+
+// The activation scale of a segment for the K-quants (groups of 256: block 8 seg's scale is the
+// segment's), one per row, fetched a segment ahead by the first 64 threads and stored after at
+// dsum[0][row].
+template <int kThreads>
+struct XSegScales {
+  float v = 0.0f;
+  __device__ __forceinline__ void Load(Q8Act x, int64_t cols, int64_t n, int64_t r0, int64_t seg, int tid) {
+    const int64_t r = r0 + tid;
+    if (tid < kTile) v = r < n ? x.d[r * (cols / 32) + seg * kSeg] : 0.0f;
+  }
+  template <int kStride>
+  __device__ __forceinline__ void Store(XStage<kStride>& s, int tid) const {
+    if (tid < kTile) s.dsum[0][tid] = v;
   }
 };
 
@@ -166,7 +196,7 @@ template <int kThreadCount>
 struct Q8_0Gemm {
   static constexpr int kThreads = kThreadCount;
   static constexpr int kXStride = 272;  // ldmatrix rows 16 bytes apart mod 128: conflict-free
-  static constexpr bool kK16 = false, kSums = false, kPrepare = false;
+  static constexpr bool kPrepare = false, kSegInt = false;
   struct WStage {
     int8_t q[kTile][272];
     float d[kSeg][kRow1];
@@ -199,7 +229,7 @@ struct Q8_0Gemm {
                                                int64_t seg) {
     IssueInt8(s.q, plan, w.q, w.cols, seg);
   }
-  static __device__ __forceinline__ void Prepare(const WStage&, XStage<kXStride, kSums>&, Dec&, int) {}
+  static __device__ __forceinline__ void Prepare(const WStage&, XStage<kXStride>&, Dec&, int) {}
   // The A operand of block b for rows `row` and row + 8, and what the terms need of those rows.
   struct Rows {
     int a[4];
@@ -212,23 +242,29 @@ struct Q8_0Gemm {
     r.dw[0] = s.d[b][row], r.dw[1] = s.d[b][row + 8];
     return r;
   }
-  static __device__ __forceinline__ float Term(const Rows& rw, int h, const int* c, const int*, int e,
-                                               float dx, float) {
+  static __device__ __forceinline__ float Term(const Rows& rw, int h, const int* c, int e, float dx) {
     return Q8_0Term(c[e], rw.dw[h], dx);
   }
 };
 
 // Q4_K: the quants of the 144-byte super-blocks as stored (row stride 144: 16 bytes mod 128,
-// conflict-free); the scales and mins through registers (Scales), decoded a segment ahead into the stage;
-// the activations' block sums into the X stage.
+// conflict-free); the headers through registers (Scales), decoded a segment ahead into the stage: per
+// sub-block and row the integer scale and the min (as four equal bytes, an mma operand), per row d and
+// dmin. A block's dot is one mma and its weighting by the scale one integer multiply-add per output;
+// the mins' part is one more mma per block (the mins as A, broadcast over their 32 columns), summed in
+// its accumulators over the segment; each segment's term is then computed once (qblock.cuh).
 template <int kThreadCount>
 struct Q4_KGemm {
   static constexpr int kThreads = kThreadCount;
   static constexpr int kXStride = 272;
-  static constexpr bool kK16 = false, kSums = true, kPrepare = true;
+  static constexpr bool kPrepare = false, kSegInt = true;
   struct WStage {
     uint8_t raw[kTile][144];  // bytes 16.. of each row's super-block: the quants
-    float dsm[kSeg][kRow2];   // {d * scale, dmin * min} per sub-block and row (at 2 x its PairSlot)
+    int sc[kSeg][kRow1];      // the scale per sub-block and row, at its PairSlot
+    // The min x 0x01010101 per sub-block and row r, twice: rows r and r + 8 as the quad {r, r + 8, r,
+    // r + 8} at 2 x PairSlot(r) & ~3, the A operand of the mins' mma in one load.
+    int mq[kSeg][kRow2];
+    float dd[kRow2];  // {d, dmin} per row (at 2 x its PairSlot)
   };
   struct Dec {};
   // The super-blocks' first 16 bytes (d, dmin, the 12 bytes of scales and mins) through registers: each
@@ -253,9 +289,13 @@ struct Q4_KGemm {
         int sc, m;
         Q4_KScaleMinWords(static_cast<unsigned>(head[k].y), static_cast<unsigned>(head[k].z),
                           static_cast<unsigned>(head[k].w), b, &sc, &m);
-        *reinterpret_cast<float2*>(&s.dsm[b][2 * PairSlot(row)]) =
-            make_float2(__fmul_rn(HalfBits(static_cast<uint16_t>(h & 0xFFFF)), static_cast<float>(sc)),
-                        __fmul_rn(HalfBits(static_cast<uint16_t>(h >> 16)), static_cast<float>(m)));
+        const int slot = PairSlot(row);
+        s.sc[b][slot] = sc;
+        s.mq[b][2 * (slot & ~1) + (slot & 1)] = s.mq[b][2 * (slot & ~1) + 2 + (slot & 1)] = m * 0x01010101;
+        if (b == 0) {
+          *reinterpret_cast<float2*>(&s.dd[2 * PairSlot(row)]) = make_float2(
+              HalfBits(static_cast<uint16_t>(h & 0xFFFF)), HalfBits(static_cast<uint16_t>(h >> 16)));
+        }
       }
     }
   };
@@ -267,17 +307,11 @@ struct Q4_KGemm {
                                                int64_t seg) {
     plan.Issue([&](int row, int part) { return &s.raw[row][16 + 16 * part]; }, seg * 144, true, w.q);
   }
-  static __device__ __forceinline__ void Prepare(const WStage&, XStage<kXStride, kSums>& x, Dec&, int tid) {
-#pragma unroll
-    for (int k = 0; k < kTile * kSeg / kThreads; ++k) {
-      const int e = tid + k * kThreads, row = e >> 3, b = e & 7;
-      const int4* v = reinterpret_cast<const int4*>(&x.q[row][32 * b]);
-      x.dsum[b][x.SumSlot(row)] = ExactFloat(Sum16(v[0]) + Sum16(v[1]));
-    }
-  }
+  static __device__ __forceinline__ void Prepare(const WStage&, XStage<kXStride>&, Dec&, int) {}
   struct Rows {
     int a[4];
-    float ds[2], dm[2];
+    int sc[2];  // rows g and g + 8 of the lane
+    int mq[4];  // the mins' A operand
   };
   // Sub-blocks 2j and 2j + 1 share their 32 bytes (low and high nibbles): the raw bytes, masked.
   static __device__ __forceinline__ Rows RowsOf(const WStage& s, const Dec&, int row0, int b, int lane) {
@@ -287,13 +321,31 @@ struct Q4_KGemm {
     LoadMatrices4(raw, &s.raw[row0 + OperandRow(lane)][16 + 32 * (b >> 1) + OperandCol(lane)]);
 #pragma unroll
     for (int k = 0; k < 4; ++k) r.a[k] = (static_cast<unsigned>(raw[k]) >> shift) & 0x0F0F0F0F;
-    const float4 v = *reinterpret_cast<const float4*>(&s.dsm[b][2 * PairSlot(row0 + (lane >> 2))]);
-    r.ds[0] = v.x, r.dm[0] = v.y, r.ds[1] = v.z, r.dm[1] = v.w;
+    const int slot = PairSlot(row0 + (lane >> 2));  // even
+    const int2 v = *reinterpret_cast<const int2*>(&s.sc[b][slot]);
+    const int4 m = *reinterpret_cast<const int4*>(&s.mq[b][2 * slot]);
+    r.sc[0] = v.x, r.sc[1] = v.y;
+    r.mq[0] = m.x, r.mq[1] = m.y, r.mq[2] = m.z, r.mq[3] = m.w;
     return r;
   }
-  static __device__ __forceinline__ float Term(const Rows& rw, int h, const int* c, const int*, int e,
-                                               float dx, float xsum) {
-    return Q4_KTerm(c[e], xsum, rw.ds[h], rw.dm[h], dx);
+  // One block's dots with 8 activation rows (bv): s1 += scale x dot, s2 += min x the activations' sum.
+  static __device__ __forceinline__ void Accumulate(const Rows& rw, const int* bv, int* s1, int* s2) {
+    int c[4];
+    Mma32(c, rw.a, bv[0], bv[1]);
+    Mma32Acc(s2, rw.mq, bv[0], bv[1]);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s1[e] += rw.sc[e >> 1] * c[e];
+  }
+  static constexpr int kS2Start = kExactBias;  // s2 biased, as Q4_KSegTerm takes it
+  struct SegRows {
+    float d[2], dmin[2];
+  };
+  static __device__ __forceinline__ SegRows SegRowsOf(const WStage& s, int row0, int lane) {
+    const float4 v = *reinterpret_cast<const float4*>(&s.dd[2 * PairSlot(row0 + (lane >> 2))]);
+    return SegRows{{v.x, v.z}, {v.y, v.w}};
+  }
+  static __device__ __forceinline__ float SegTerm(const SegRows& sr, int h, int s1, int s2, float dx) {
+    return Q4_KSegTerm(s1, s2, sr.d[h], sr.dmin[h], dx);
   }
 };
 
@@ -303,15 +355,15 @@ template <int kThreadCount>
 struct Q6_KGemm {
   static constexpr int kThreads = kThreadCount;
   static constexpr int kXStride = 272;
-  static constexpr bool kK16 = true, kSums = false, kPrepare = true;
+  static constexpr bool kPrepare = true, kSegInt = true;
   struct WStage {
     uint8_t raw[kTile][208];
     float d[kTile];
   };
   struct alignas(16) Dec {
     int8_t q[kTile][272];  // the segment's 6-bit values minus 32, in weight order
-    // d times the scales of each block's two halves (exact), a row's pair at 2 x its PairSlot.
-    float dd[kSeg][kRow2];
+    // The int8 scales of each block's two halves, a row's pair at 2 x its PairSlot.
+    int sc[kSeg][kRow2];
   };
   struct Scales {
     uint16_t v = 0;
@@ -343,8 +395,7 @@ struct Q6_KGemm {
   // Unpacks the segment: per row 4 runs of 16 positions l0.. of each 128-weight half n, four blocks each.
   // Consecutive threads take consecutive rows, so the 8 threads of a 16-byte access phase read rows 208
   // bytes apart and write rows 272 bytes apart: 8 different bank groups either way.
-  static __device__ __forceinline__ void Prepare(const WStage& s, XStage<kXStride, kSums>&, Dec& dec,
-                                                 int tid) {
+  static __device__ __forceinline__ void Prepare(const WStage& s, XStage<kXStride>&, Dec& dec, int tid) {
     ForEach<kThreads, kTile * 4>(tid, [&](int c) {
       const int row = c & (kTile - 1), n = (c / kTile) & 1, l0 = 16 * (c / (2 * kTile));
       const uint8_t* raw = s.raw[row];
@@ -361,32 +412,45 @@ struct Q6_KGemm {
     ForEach<kThreads, kTile * kSeg>(tid, [&](int c) {
       const int row = c >> 3, b = c & 7;
       const int8_t* sc = reinterpret_cast<const int8_t*>(s.raw[row] + 192 + 2 * b);
-      const float d = s.d[row];
-      *reinterpret_cast<float2*>(&dec.dd[b][2 * PairSlot(row)]) =
-          make_float2(__fmul_rn(d, static_cast<float>(sc[0])), __fmul_rn(d, static_cast<float>(sc[1])));
+      *reinterpret_cast<int2*>(&dec.sc[b][2 * PairSlot(row)]) = make_int2(sc[0], sc[1]);
     });
   }
   struct Rows {
     int a[4];  // rows row, row + 8 of the low 16 weights, then of the high 16
-    float d_lo[2], d_hi[2];
+    int sc_lo[2], sc_hi[2];
   };
-  static __device__ __forceinline__ Rows RowsOf(const WStage& s, const Dec& dec, int row0, int b, int lane) {
+  static __device__ __forceinline__ Rows RowsOf(const WStage&, const Dec& dec, int row0, int b, int lane) {
     Rows r;
     LoadMatrices4(r.a, &dec.q[row0 + OperandRow(lane)][32 * b + OperandCol(lane)]);
-    const float4 v = *reinterpret_cast<const float4*>(&dec.dd[b][2 * PairSlot(row0 + (lane >> 2))]);
-    r.d_lo[0] = v.x, r.d_hi[0] = v.y, r.d_lo[1] = v.z, r.d_hi[1] = v.w;
+    const int4 v = *reinterpret_cast<const int4*>(&dec.sc[b][2 * PairSlot(row0 + (lane >> 2))]);
+    r.sc_lo[0] = v.x, r.sc_hi[0] = v.y, r.sc_lo[1] = v.z, r.sc_hi[1] = v.w;
     return r;
   }
-  static __device__ __forceinline__ float Term(const Rows& rw, int h, const int* lo, const int* hi, int e,
-                                               float dx, float) {
-    return Q6_KTerm(lo[e], hi[e], rw.d_lo[h], rw.d_hi[h], dx);
+  // One block's two halves with 8 activation rows (bv): s1 += scale x dot for each.
+  static __device__ __forceinline__ void Accumulate(const Rows& rw, const int* bv, int* s1, int*) {
+    int lo[4], hi[4];
+    Mma16(lo, rw.a[0], rw.a[1], bv[0]);
+    Mma16(hi, rw.a[2], rw.a[3], bv[1]);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s1[e] += rw.sc_lo[e >> 1] * lo[e] + rw.sc_hi[e >> 1] * hi[e];
+  }
+  static constexpr int kS2Start = 0;
+  struct SegRows {
+    float d[2];
+  };
+  static __device__ __forceinline__ SegRows SegRowsOf(const WStage& s, int row0, int lane) {
+    const int row = row0 + (lane >> 2);
+    return SegRows{{s.d[row], s.d[row + 8]}};
+  }
+  static __device__ __forceinline__ float SegTerm(const SegRows& sr, int h, int s1, int, float dx) {
+    return Q6_KSegTerm(s1, sr.d[h], dx);
   }
 };
 
 template <class F>
 struct alignas(16) Stage {
   typename F::WStage w;
-  XStage<F::kXStride, F::kSums> x;
+  XStage<F::kXStride> x;
 };
 
 // The segment's terms for the warp's 32 x 32 outputs, each segment's tree added to acc. Blocks at or
@@ -399,25 +463,14 @@ __device__ __forceinline__ void Block(const Stage<F>& st, const typename F::Dec&
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int tq = tok0 + 8 * j + 2 * q;
-    int c[4], c2[4];  // qblock.cuh's biased dots
-    int bv[2];        // k = 4q.. and 16 + 4q.. of activation row tok0 + 8j + g
+    int c[4];   // qblock.cuh's biased dots
+    int bv[2];  // k = 4q.. and 16 + 4q.. of activation row tok0 + 8j + g
     LoadMatrices2(bv, &st.x.q[tok0 + 8 * j + (lane & 7)][32 * b + ((lane >> 3) & 1) * 16]);
-    if constexpr (F::kK16) {
-      Mma16Biased(c, rw.a[0], rw.a[1], bv[0]);
-      Mma16Biased(c2, rw.a[2], rw.a[3], bv[1]);
-    } else {
-      Mma32Biased(c, rw.a, bv[0], bv[1]);
-    }
-    float2 dx, xs = make_float2(0.0f, 0.0f);
-    if constexpr (F::kSums) {  // tq is even: its pair's four values
-      const float4 v = *reinterpret_cast<const float4*>(&st.x.dsum[b][2 * tq]);
-      dx = make_float2(v.x, v.y), xs = make_float2(v.z, v.w);
-    } else {
-      dx = *reinterpret_cast<const float2*>(&st.x.dsum[b][tq]);
-    }
+    Mma32Biased(c, rw.a, bv[0], bv[1]);
+    const float2 dx = *reinterpret_cast<const float2*>(&st.x.dsum[b][tq]);  // tq is even
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      float t = F::Term(rw, e >> 1, c, c2, e, e & 1 ? dx.y : dx.x, e & 1 ? xs.y : xs.x);
+      float t = F::Term(rw, e >> 1, c, e, e & 1 ? dx.y : dx.x);
       if constexpr (!kFull) t = b < nvalid ? t : 0.0f;
       tree[j][e].template Add<b>(t, &segsum[j][e]);
     }
@@ -450,6 +503,54 @@ __device__ __forceinline__ void ComputeSegment(const Stage<F>& st, const typenam
     for (int j = 0; j < 4; ++j) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = __fadd_rn(acc[i][j][e], segsum[j][e]);
+    }
+  }
+}
+
+// The K-quants (kSegInt): block b's integer sums for the warp's 16 x 32 outputs of sub-tile (row0, tok0).
+template <class F, int b>
+__device__ __forceinline__ void BlockInt(const Stage<F>& st, const typename F::Dec& dec, int row0, int tok0,
+                                         int lane, int (&s1)[4][4], int (&s2)[4][4]) {
+  const typename F::Rows rw = F::RowsOf(st.w, dec, row0, b, lane);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    int bv[2];  // k = 4q.. and 16 + 4q.. of activation row tok0 + 8j + g
+    LoadMatrices2(bv, &st.x.q[tok0 + 8 * j + (lane & 7)][32 * b + ((lane >> 3) & 1) * 16]);
+    F::Accumulate(rw, bv, s1[j], s2[j]);
+  }
+}
+
+// A whole segment of a K-quant: the 8 blocks' integer sums, then each output's term added to acc.
+template <class F>
+__device__ __forceinline__ void ComputeSegmentInt(const Stage<F>& st, const typename F::Dec& dec, int wm,
+                                                  int wn, int lane, float (&acc)[kSub<F>][4][4]) {
+  const int q = lane & 3;
+#pragma unroll
+  for (int i = 0; i < kSub<F>; ++i) {
+    int s1[4][4], s2[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s1[j][e] = 0, s2[j][e] = F::kS2Start;
+    }
+    const int row0 = 16 * kSub<F> * wm + 16 * i, tok0 = 32 * wn;
+    BlockInt<F, 0>(st, dec, row0, tok0, lane, s1, s2);
+    BlockInt<F, 1>(st, dec, row0, tok0, lane, s1, s2);
+    BlockInt<F, 2>(st, dec, row0, tok0, lane, s1, s2);
+    BlockInt<F, 3>(st, dec, row0, tok0, lane, s1, s2);
+    BlockInt<F, 4>(st, dec, row0, tok0, lane, s1, s2);
+    BlockInt<F, 5>(st, dec, row0, tok0, lane, s1, s2);
+    BlockInt<F, 6>(st, dec, row0, tok0, lane, s1, s2);
+    BlockInt<F, 7>(st, dec, row0, tok0, lane, s1, s2);
+    const typename F::SegRows sr = F::SegRowsOf(st.w, row0, lane);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 dx = *reinterpret_cast<const float2*>(&st.x.dsum[0][tok0 + 8 * j + 2 * q]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float t = F::SegTerm(sr, e >> 1, s1[j][e], s2[j][e], e & 1 ? dx.y : dx.x);
+        acc[i][j][e] = __fadd_rn(acc[i][j][e], t);
+      }
     }
   }
 }
@@ -507,7 +608,7 @@ __global__ void __launch_bounds__(F::kThreads, 2) GemmKernel(MatVecJob job, Q8Ac
   constexpr bool kPieceSums = kPieces > 1 && !kSplit;
 
   typename F::Scales ws;
-  XScales<kThreads> xs;
+  std::conditional_t<F::kSegInt, XSegScales<kThreads>, XScales<kThreads>> xs;
   const typename F::Copies wplan = F::Plan(w, o0, tid);
   const Int8Copies<kThreads> xplan(tid, xq.q, r0, n, w.cols, 0);
   if (s_begin < s_end) {
@@ -547,7 +648,9 @@ __global__ void __launch_bounds__(F::kThreads, 2) GemmKernel(MatVecJob job, Q8Ac
       __syncthreads();
     }
     const int64_t left = nb - seg * kSeg;
-    if (left >= kSeg) {
+    if constexpr (F::kSegInt) {  // cols is a multiple of 256: every segment is whole
+      ComputeSegmentInt<F>(cur, dec, wm, wn, lane, kPieceSums ? piece : total);
+    } else if (left >= kSeg) {
       ComputeSegment<F, true>(cur, dec, wm, wn, lane, kSeg, kPieceSums ? piece : total);
     } else {
       ComputeSegment<F, false>(cur, dec, wm, wn, lane, static_cast<int>(left), kPieceSums ? piece : total);
@@ -675,6 +778,7 @@ int MultiprocessorCount() {
 
 cudaError_t QuantGemm(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t stream) {
   if (n <= 0 || job.count <= 0) return cudaSuccess;
+  if (GroupFor(job.w[0].format) == kKQuantGroup && xq.group != kKQuantGroup) return cudaErrorInvalidValue;
   return GemmWarps() == 8 ? LaunchFormat<256>(job, xq, n, stream) : LaunchFormat<128>(job, xq, n, stream);
 }
 

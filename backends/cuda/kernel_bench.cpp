@@ -363,7 +363,8 @@ Status RunCudaKernelBench(const CudaKernelBenchOptions& options) {
       for (size_t s = 0; s < settings.size(); ++s) {
         const ScopedSettings scoped(settings[s]);
         // The output of one launch, for the bit comparison between settings.
-        FAK_RETURN_IF_ERROR(CudaStatus(MatVec(jobs[0], x, Q8Act{xq, xd}, n, stream), "a product"));
+        FAK_RETURN_IF_ERROR(CudaStatus(
+            MatVec(jobs[0], x, Q8Act{xq, xd, GroupFor(jobs[0].w[0].format)}, n, stream), "a product"));
         outputs[s].resize(static_cast<size_t>(total_rows * n));
         FAK_RETURN_IF_ERROR(CudaStatus(
             cudaMemcpyAsync(outputs[s].data(), y, outputs[s].size() * 4, cudaMemcpyDeviceToHost, stream),
@@ -374,7 +375,8 @@ Status RunCudaKernelBench(const CudaKernelBenchOptions& options) {
                                        "capturing a graph"));
         cudaError_t launch = cudaSuccess;
         for (int64_t i = 0; i < launches && launch == cudaSuccess; ++i)
-          launch = MatVec(jobs[static_cast<size_t>(i % copies)], x, Q8Act{xq, xd}, n, stream);
+          launch = MatVec(jobs[static_cast<size_t>(i % copies)], x,
+                          Q8Act{xq, xd, GroupFor(jobs[0].w[0].format)}, n, stream);
         const cudaError_t end = cudaStreamEndCapture(stream, &graph);
         FAK_RETURN_IF_ERROR(CudaStatus(launch, "a product in a graph"));
         FAK_RETURN_IF_ERROR(CudaStatus(end, "capturing a graph"));

@@ -38,11 +38,22 @@ struct DeviceMatrix {
   const uint16_t* d = nullptr;  // f16 block scales (q8_0: per 32 weights, q6_k: per 256), else null
 };
 
-// int8 activations: element i of an f32 buffer is q[i] * d[i / 32] (a "shadow" of the buffer).
+// int8 activations: element i of an f32 buffer is q[i] * d[i / 32] (a "shadow" of the buffer). The
+// scale is shared by `group` consecutive values of a row (32, or 256: then the 8 blocks of a group hold
+// the same d, and a row's last group may be shorter). Q8_0 matrices read either; Q4_K and Q6_K need
+// groups of 256 (qblock.cuh), which makes a super-block's dots add up in integers.
+constexpr int kKQuantGroup = 256;
 struct Q8Act {
   const int8_t* q = nullptr;
   const float* d = nullptr;
+  int group = 32;
 };
+
+// The activation group a matrix format reads (Q8Act::group): 256 for the K-quants, else 32 (Q8_0 reads
+// any).
+inline int GroupFor(MatFormat f) {
+  return f == MatFormat::kQ4_K || f == MatFormat::kQ6_K ? kKQuantGroup : 32;
+}
 
 // True when the format reads int8 activations (the quantized formats) rather than f32.
 inline bool ReadsQ8(MatFormat f) {
@@ -157,20 +168,25 @@ cudaError_t SmallQuantGemm(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream
 // The GPU's multiprocessors (0 when the device cannot be asked), for sizing grids.
 int MultiprocessorCount();
 
-// q, d = the int8 shadow of x (n_elems, a multiple of 32).
-cudaError_t Quantize(const float* x, int64_t n_elems, int8_t* q, float* d, cudaStream_t stream);
+// q, d = the int8 shadow of x (rows x cols, cols a multiple of 32) with a scale per `group` (32 or 256)
+// values of a row.
+cudaError_t Quantize(const float* x, int64_t rows, int64_t cols, int8_t* q, float* d, int group,
+                     cudaStream_t stream);
 
-// y = x / rms(x) * w per row; when q is not null also y's int8 shadow (cols a multiple of 32). The sum
-// of squares in a fixed order per row length: per thread over its runs, per warp, then over the warps;
-// with the norm tail on (TailInKernel), RmsNormRow's order (row_ops.cuh).
+// y = x / rms(x) * w per row; when q is not null also y's int8 shadow (cols a multiple of 32) with a
+// scale per `group` values. The sum of squares in a fixed order per row length: per thread over its
+// runs, per warp, then over the warps; with the norm tail on (TailInKernel), RmsNormRow's order
+// (row_ops.cuh).
 cudaError_t RmsNorm(const float* x, const float* w, float* y, int64_t rows, int64_t cols, float eps,
-                    int8_t* q, float* d, cudaStream_t stream);
+                    int8_t* q, float* d, int group, cudaStream_t stream);
 // x[r] += b for each of rows rows.
 cudaError_t AddRow(float* x, const float* b, int64_t rows, int64_t cols, cudaStream_t stream);
 // x += y over n elements.
 cudaError_t Add(float* x, const float* y, int64_t n, cudaStream_t stream);
-// g = silu(g) * u over n elements; when q is not null also g's int8 shadow (n a multiple of 32).
-cudaError_t SiluMul(float* g, const float* u, int64_t n, int8_t* q, float* d, cudaStream_t stream);
+// g = silu(g) * u over rows x cols elements; when q is not null also g's int8 shadow (cols a multiple of
+// 32) with a scale per `group` values of a row.
+cudaError_t SiluMul(float* g, const float* u, int64_t rows, int64_t cols, int8_t* q, float* d, int group,
+                    cudaStream_t stream);
 // Rotates the first 2 * half dims of every head of row r by the angles whose cos and sin are
 // cos_sin[r * 2 * half + i] and cos_sin[r * 2 * half + half + i].
 cudaError_t Rope(float* x, int64_t rows, int64_t cols, int64_t head_dim, int64_t half, const float* cos_sin,

@@ -2,14 +2,14 @@
 //
 // Quantized formats (Q8_0, Q4_K, Q6_K) sum each row in the order qblock.cuh defines, shared with the
 // tensor-core GEMM of gemm.cu that MatVec hands larger batches to: a warp (P warps for long rows, one
-// per piece) walks its piece four segments at a time, lane l computing the term of block l % 8 of
-// segment l / 8; a butterfly over each 8 lanes is the segment's tree, and the segments are added to
-// the piece's sum in order by shuffles. f32, f16 and bf16 weights (f32 activations) keep a per-lane
-// fused-multiply-add chain over 16-byte chunks and a butterfly, and never go to the GEMM.
-// A warp handles up to R activation rows at once (the weights are loaded once for all of them) and the
-// grid tiles the rest, so the value of y[r][o] depends only on the weight row and activation row r:
-// never on R, the tile, or the batch size. One activation row of a matrix with many wide rows goes to
-// the whole-row kernel of matvec_rows.cu instead (MatVecRowsTakes), the same bits.
+// per piece) walks its piece four segments at a time, lane l on block l % 8 of segment l / 8; a butterfly
+// over each 8 lanes is the segment's tree (Q8_0) or its integer sums (the K-quants), and the segments'
+// terms are added to the piece's sum in order by shuffles. f32, f16 and bf16 weights (f32 activations) keep a
+// per-lane fused-multiply-add chain over 16-byte chunks and a butterfly, and never go to the GEMM. A warp
+// handles up to R activation rows at once (the weights are loaded once for all of them) and the grid tiles
+// the rest, so the value of y[r][o] depends only on the weight row and activation row r: never on R, the
+// tile, or the batch size. One activation row of a matrix with many wide rows goes to the whole-row kernel of
+// matvec_rows.cu instead (MatVecRowsTakes), the same bits.
 //
 // Napkin math (H200, 4.2 TB/s copy): a 1536 x 8960 Q8_0 matrix is 14.6 MB, so ~3.5 us at the copy rate;
 // one warp per row keeps 8960 warps x 32 B x the unrolled loads in flight.
@@ -36,7 +36,7 @@ __device__ __forceinline__ float Half(uint16_t h) { return HalfBits(h); }
 
 // The terms of block b of weight row o against activation rows r0 .. r0 + nr - 1 (qblock.cuh).
 struct Q8_0 {
-  static constexpr bool kQuant = true;
+  static constexpr bool kQuant = true, kSegInt = false;
   static __device__ int64_t RowBytes(int64_t cols) { return cols; }
   static __device__ int64_t ScaleBytes(int64_t cols) { return cols / 32 * 2; }
   template <int R>
@@ -57,16 +57,19 @@ struct Q8_0 {
   }
 };
 
+// The K-quants (qblock.cuh): block b's integer parts of its segment's sums (Parts: s1, and Q4_K's s2,
+// for activation rows r0 ..), added over the segment's 8 blocks in integers, then the segment's term
+// (SegTerm) from the super-block's scales (d, dmin) and the activations' scale for the segment.
+//
 // Q4_K: 144-byte blocks as stored (16-byte header d, dmin, scales[12], then 128 bytes of nibbles).
 // Sub-block s of a super-block is the low (s even) or high (s odd) nibbles of qs[32 (s / 2) ..][32].
 struct Q4_K {
-  static constexpr bool kQuant = true;
+  static constexpr bool kQuant = true, kSegInt = true;
   static __device__ int64_t RowBytes(int64_t cols) { return cols / 256 * 144; }
   static __device__ int64_t ScaleBytes(int64_t) { return 0; }
   template <int R>
-  static __device__ void Terms(const DeviceMatrix& w, Q8Act x, int64_t o, int64_t b, int64_t r0, int nr,
-                               float* t) {
-    const int64_t nb = w.cols / 32;
+  static __device__ void Parts(const DeviceMatrix& w, Q8Act x, int64_t o, int64_t b, int64_t r0, int nr,
+                               int* s1, int* s2, float* d, float* dmin) {
     const int s = static_cast<int>(b & 7), j = s >> 1;
     const uint8_t* blk = w.q + (o * (w.cols / 256) + (b >> 3)) * 144;
     const int4 head = Load16(blk);
@@ -76,18 +79,19 @@ struct Q4_K {
     const uint8_t* hb = reinterpret_cast<const uint8_t*>(&head);
     int sc, m;
     Q4_KScaleMin(hb + 4, s, &sc, &m);
-    const float ds = __fmul_rn(Half(static_cast<uint16_t>(head.x & 0xFFFF)), static_cast<float>(sc));
-    const float dm =
-        __fmul_rn(Half(static_cast<uint16_t>(static_cast<unsigned>(head.x) >> 16)), static_cast<float>(m));
+    *d = Half(static_cast<uint16_t>(head.x & 0xFFFF));
+    *dmin = Half(static_cast<uint16_t>(static_cast<unsigned>(head.x) >> 16));
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       if (r >= nr) break;
-      const int64_t row = r0 + r;
-      const int8_t* xp = x.q + row * w.cols + b * 32;
+      const int8_t* xp = x.q + (r0 + r) * w.cols + b * 32;
       const int4 x0 = Load16(xp), x1 = Load16(xp + 16);
-      t[r] = Q4_KTerm(Dot16(n0, x0) + Dot16(n1, x1) + kExactBias, ExactFloat(Sum16(x0) + Sum16(x1)), ds, dm,
-                      x.d[row * nb + b]);
+      s1[r] = sc * Dot16(n1, x1, Dot16(n0, x0));
+      s2[r] = m * (Sum16(x0) + Sum16(x1));
     }
+  }
+  static __device__ float SegTerm(int s1, int s2, float d, float dmin, float dx) {
+    return Q4_KSegTerm(s1, s2 + kExactBias, d, dmin, dx);
   }
 };
 
@@ -96,13 +100,13 @@ struct Q4_K {
 // (k < 2) or high nibbles of ql[64n + 32 (k % 2) + l], high 2 bits at bit 2k of qh[32n + l], scales
 // scales[2s] (l < 16) and scales[2s + 1].
 struct Q6_K {
-  static constexpr bool kQuant = true;
+  static constexpr bool kQuant = true, kSegInt = true;
   static __device__ int64_t RowBytes(int64_t cols) { return cols / 256 * 208; }
   static __device__ int64_t ScaleBytes(int64_t cols) { return cols / 256 * 2; }
   template <int R>
-  static __device__ void Terms(const DeviceMatrix& w, Q8Act x, int64_t o, int64_t b, int64_t r0, int nr,
-                               float* t) {
-    const int64_t nb = w.cols / 32, sb = o * (w.cols / 256) + (b >> 3);
+  static __device__ void Parts(const DeviceMatrix& w, Q8Act x, int64_t o, int64_t b, int64_t r0, int nr,
+                               int* s1, int*, float* d, float*) {
+    const int64_t sb = o * (w.cols / 256) + (b >> 3);
     const int s = static_cast<int>(b & 7), n = s >> 2, k = s & 3;
     const uint8_t* blk = w.q + sb * 208;
     const int shift = k >= 2 ? 4 : 0;
@@ -113,18 +117,16 @@ struct Q6_K {
     const int4 q1 =
         Q6Values(And(Shr(Load16(ql + 16), shift), 0x0F0F0F0F), And(Shr(Load16(qh + 16), 2 * k), 0x03030303));
     const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192 + 2 * s);
-    const float d = Half(w.d[sb]);
-    const float d_lo = __fmul_rn(d, static_cast<float>(sc[0])),
-                d_hi = __fmul_rn(d, static_cast<float>(sc[1]));
+    const int sc_lo = sc[0], sc_hi = sc[1];
+    *d = Half(w.d[sb]);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       if (r >= nr) break;
-      const int64_t row = r0 + r;
-      const int8_t* xp = x.q + row * w.cols + b * 32;
-      t[r] = Q6_KTerm(Dot16(q0, Load16(xp)) + kExactBias, Dot16(q1, Load16(xp + 16)) + kExactBias, d_lo, d_hi,
-                      x.d[row * nb + b]);
+      const int8_t* xp = x.q + (r0 + r) * w.cols + b * 32;
+      s1[r] = sc_lo * Dot16(q0, Load16(xp)) + sc_hi * Dot16(q1, Load16(xp + 16));
     }
   }
+  static __device__ float SegTerm(int s1, int, float d, float, float dx) { return Q6_KSegTerm(s1, d, dx); }
 };
 
 // F16 / BF16 / F32: chunk c is 16 bytes of the row; activations in f32.
@@ -216,11 +218,29 @@ __device__ __forceinline__ void QuantRowSum(const DeviceMatrix& w, Q8Act xq, int
     float t[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) t[r] = 0.0f;
-    if (g < g_end && b < nb) F::template Terms<R>(w, xq, o, b, r0, nr, t);
+    if constexpr (F::kSegInt) {  // the K-quants: the segment's integer sums, then its term
+      int s1[R], s2[R];
+      float d = 0.0f, dmin = 0.0f;
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
+      for (int r = 0; r < R; ++r) s1[r] = s2[r] = 0;
+      const bool on = g < g_end;  // cols is a multiple of 256: every block of the segment exists
+      if (on) F::template Parts<R>(w, xq, o, b, r0, nr, s1, s2, &d, &dmin);
 #pragma unroll
-      for (int m = 1; m < 8; m <<= 1) t[r] = __fadd_rn(t[r], __shfl_xor_sync(0xffffffffu, t[r], m));
+      for (int r = 0; r < R; ++r) {
+#pragma unroll
+        for (int m = 1; m < 8; m <<= 1) {
+          s1[r] += __shfl_xor_sync(0xffffffffu, s1[r], m);
+          s2[r] += __shfl_xor_sync(0xffffffffu, s2[r], m);
+        }
+        if (on && r < nr) t[r] = F::SegTerm(s1[r], s2[r], d, dmin, xq.d[(r0 + r) * nb + 8 * g]);
+      }
+    } else {
+      if (g < g_end && b < nb) F::template Terms<R>(w, xq, o, b, r0, nr, t);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+#pragma unroll
+        for (int m = 1; m < 8; m <<= 1) t[r] = __fadd_rn(t[r], __shfl_xor_sync(0xffffffffu, t[r], m));
+      }
     }
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
@@ -534,8 +554,8 @@ cudaError_t Launch(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, cu
 cudaError_t LaunchTail(const MatVecTail& t, int64_t rows, cudaStream_t stream) {
   switch (t.kind) {
     case TailKind::kNone: return cudaSuccess;
-    case TailKind::kRmsNorm: return RmsNorm(t.x, t.w, t.y, rows, t.cols, t.eps, t.q, t.d, stream);
-    case TailKind::kSiluMul: return SiluMul(t.y, t.u, rows * t.cols, t.q, t.d, stream);
+    case TailKind::kRmsNorm: return RmsNorm(t.x, t.w, t.y, rows, t.cols, t.eps, t.q, t.d, 32, stream);
+    case TailKind::kSiluMul: return SiluMul(t.y, t.u, rows, t.cols, t.q, t.d, 32, stream);
     case TailKind::kRopeKvWrite:
       return RopeKvWrite(t.rq, t.q_cols, t.k, t.v, rows, t.head_dim, t.half, t.cos_sin, t.neox, t.kv, t.b,
                          t.layer, stream);
@@ -562,6 +582,8 @@ bool TailInKernel(TailKind kind) {
 
 cudaError_t MatVec(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, cudaStream_t stream) {
   if (n <= 0 || job.count <= 0) return cudaSuccess;
+  // The K-quants' integer sums need one activation scale per super-block (qblock.cuh).
+  if (GroupFor(job.w[0].format) == kKQuantGroup && xq.group != kKQuantGroup) return cudaErrorInvalidValue;
   if (job.tail.kind != TailKind::kNone &&
       (n != 1 || !TailInKernel(job.tail.kind) || job.tail.counter == nullptr)) {
     MatVecJob plain = job;

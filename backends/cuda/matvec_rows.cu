@@ -11,7 +11,7 @@
 //     the next round's weights fetched into registers before the current one is computed and the
 //     warp's next row prefetched to L2 as a row begins;
 //   - the activation row is staged once per block in shared memory with each 32-block's sum (Q4_K's
-//     term needs it) computed there, instead of by every lane of every row;
+//     mins need it) computed there, instead of by every lane of every row;
 //   - index arithmetic is 32-bit (a 64-bit division is a long call), a row's addresses are found once
 //     and each round's are offsets from them;
 //   - what a lane's terms need that is the same every round is found once (Q4_K: where its two
@@ -19,9 +19,10 @@
 //     their value, exact, shifted back) instead of shifted down first, and a round's eight segment sums
 //     pass through shared memory rather than eight shuffles in branches: ~165 instructions a round for
 //     Q4_K (SASS of the loop) where the first version of this kernel issued ~400 (ncu).
-// A row's terms are qblock.cuh's (the same Term functions on the same bytes) and are added in its order
-// (the segment's tree: the lane's pair, then a butterfly over the 4 lanes; segments in order within
-// each piece from +0; the pieces in order), so the bits are those of matvec.cu's kernels and the GEMM's.
+// A row's terms are qblock.cuh's (the same functions on the same bytes) and are added in its order (the
+// segment's tree for Q8_0, the lane's pair then a butterfly over the 4 lanes; for the K-quants the same
+// over integers, then the segment's term; segments in order within each piece from +0; the pieces in
+// order), so the bits are those of matvec.cu's kernels and the GEMM's.
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -39,11 +40,11 @@ namespace {
 
 constexpr int kWarps = 4;
 
-// The activation row in shared memory: q (cols int8), d (nb block scales), s (nb block sums, exact).
+// The activation row in shared memory: q (cols int8), d (nb block scales), s (nb block sums).
 struct Staged {
   const int8_t* q;
   const float* d;
-  const float* s;
+  const int* s;
 };
 
 __device__ __forceinline__ int4 Shared16(const int8_t* p) { return *reinterpret_cast<const int4*>(p); }
@@ -53,8 +54,11 @@ __device__ __forceinline__ int4 Shared16(const int8_t* p) { return *reinterpret_
 //   At     where the lane's loads in row o begin (Start, once per row);
 //   Raw    what it loads in one round (Fetch: round r, blocks past the row's end not read);
 //   Lane   what its terms need that is the same every round (LaneOf);
-//   Terms  its two terms (+0 past the row's end).
+//   Terms  its two terms (+0 past the row's end), or for the K-quants (kSegInt, qblock.cuh):
+//   Parts  its two blocks' share of the segment's integer sums and the super-block's scales, and
+//   SegTerm the segment's term from the sums over its four lanes.
 struct RowsQ8_0 {
+  static constexpr bool kSegInt = false;
   struct At {
     const uint8_t* q;
     const uint16_t* d;
@@ -97,6 +101,7 @@ struct RowsQ8_0 {
 // Q4_K (cols a multiple of 256): blocks 2j and 2j + 1 of a super-block are the low and high nibbles of
 // qs[32j .. 32j + 32].
 struct RowsQ4_K {
+  static constexpr bool kSegInt = true;
   struct At {
     const uint8_t* head;  // the super-block's 16-byte header: d, dmin, 12 bytes of scales and mins
     const uint8_t* nib;   // the lane's 32 bytes of nibbles
@@ -124,11 +129,11 @@ struct RowsQ4_K {
     const int off = r * (8 * 144);
     return Raw{Load16(at.head + off), Load16(at.nib + off), Load16(at.nib + off + 16)};
   }
-  static __device__ __forceinline__ void Terms(const Raw& r, const Lane& ln, const Staged& x, int b, int,
-                                               float* t0, float* t1) {
+  static __device__ __forceinline__ void Parts(const Raw& r, const Lane& ln, const Staged& x, int b, int* s1,
+                                               int* s2, float* d, float* dmin) {
     const auto hx = static_cast<unsigned>(r.head.x);
-    const float d = HalfBits(static_cast<uint16_t>(hx & 0xFFFF)),
-                dmin = HalfBits(static_cast<uint16_t>(hx >> 16));
+    *d = HalfBits(static_cast<uint16_t>(hx & 0xFFFF));
+    *dmin = HalfBits(static_cast<uint16_t>(hx >> 16));
     const unsigned y = static_cast<unsigned>(r.head.y) >> ln.shift,
                    z = static_cast<unsigned>(r.head.z) >> ln.shift;
     const unsigned wv = static_cast<unsigned>(r.head.w) >> ln.shift;
@@ -136,16 +141,16 @@ struct RowsQ4_K {
     const unsigned mn = ((ln.high ? wv >> 4 : z) & ln.low_mask) | ((z >> 2) & ln.top_mask);
     const int8_t* xp = x.q + b * 32;
     // Low nibbles masked; high nibbles masked in place, their dot 16 times the sum (exact) shifted back.
-    const int lo = Dot16(And(r.q1, 0x0F0F0F0F), Shared16(xp + 16),
-                         Dot16(And(r.q0, 0x0F0F0F0F), Shared16(xp), kExactBias));
+    const int lo =
+        Dot16(And(r.q1, 0x0F0F0F0F), Shared16(xp + 16), Dot16(And(r.q0, 0x0F0F0F0F), Shared16(xp), 0));
     const int hi16 = DotU16(And(r.q1, static_cast<int>(0xF0F0F0F0u)), Shared16(xp + 48),
                             DotU16(And(r.q0, static_cast<int>(0xF0F0F0F0u)), Shared16(xp + 32), 0));
-    const float2 dx = *reinterpret_cast<const float2*>(x.d + b);  // b is even
-    const float2 xs = *reinterpret_cast<const float2*>(x.s + b);
-    *t0 = Q4_KTerm(lo, xs.x, __fmul_rn(d, static_cast<float>(sc & 0xFF)),
-                   __fmul_rn(dmin, static_cast<float>(mn & 0xFF)), dx.x);
-    *t1 = Q4_KTerm((hi16 >> 4) + kExactBias, xs.y, __fmul_rn(d, static_cast<float>(sc >> 8)),
-                   __fmul_rn(dmin, static_cast<float>(mn >> 8)), dx.y);
+    const int2 xs = *reinterpret_cast<const int2*>(x.s + b);  // b is even
+    *s1 = static_cast<int>(sc & 0xFF) * lo + static_cast<int>(sc >> 8) * (hi16 >> 4);
+    *s2 = static_cast<int>(mn & 0xFF) * xs.x + static_cast<int>(mn >> 8) * xs.y;
+  }
+  static __device__ __forceinline__ float SegTerm(int s1, int s2, float d, float dmin, float dx) {
+    return Q4_KSegTerm(s1, s2 + kExactBias, d, dmin, dx);
   }
   static __device__ __forceinline__ int64_t RowBytes(int nb) { return nb / 8 * 144; }
   static __device__ __forceinline__ int64_t ScaleBytes(int) { return 0; }
@@ -155,6 +160,7 @@ struct RowsQ4_K {
 // ql[64n + 32 (k % 2) ..] (low nibbles for k < 2, high for k >= 2), its high bits at bit 2k of qh[32n ..]
 // and its scales at scales[2s], scales[2s + 1]; blocks 2j and 2j + 1 share n, the nibble and qh.
 struct RowsQ6_K {
+  static constexpr bool kSegInt = true;
   struct At {
     const uint8_t* ql;
     const uint8_t* qh;
@@ -188,10 +194,11 @@ struct RowsQ6_K {
                __ldg(reinterpret_cast<const uint32_t*>(at.sc + off)),
                __ldg(at.d + 8 * r)};
   }
-  static __device__ __forceinline__ void Terms(const Raw& r, const Lane& ln, const Staged& x, int b, int,
-                                               float* t0, float* t1) {
-    const float d = HalfBits(r.d);
+  static __device__ __forceinline__ void Parts(const Raw& r, const Lane& ln, const Staged& x, int b, int* s1,
+                                               int*, float* d, float*) {
+    *d = HalfBits(r.d);
     const int8_t* xp = x.q + b * 32;
+    int acc = 0;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int4 l0 = h == 0 ? r.la0 : r.lb0, l1 = h == 0 ? r.la1 : r.lb1;
@@ -199,20 +206,21 @@ struct RowsQ6_K {
           Q6Values(And(Shr(l0, ln.shift), 0x0F0F0F0F), And(Shr(r.h0, 2 * (ln.k + h)), 0x03030303));
       const int4 q1 =
           Q6Values(And(Shr(l1, ln.shift), 0x0F0F0F0F), And(Shr(r.h1, 2 * (ln.k + h)), 0x03030303));
-      const auto lo = static_cast<int8_t>((r.sc >> (16 * h)) & 0xFF);
-      const auto hi = static_cast<int8_t>((r.sc >> (16 * h + 8)) & 0xFF);
-      const float t = Q6_KTerm(
-          Dot16(q0, Shared16(xp + 32 * h), kExactBias), Dot16(q1, Shared16(xp + 32 * h + 16), kExactBias),
-          __fmul_rn(d, static_cast<float>(lo)), __fmul_rn(d, static_cast<float>(hi)), x.d[b + h]);
-      *(h == 0 ? t0 : t1) = t;
+      const int lo = static_cast<int8_t>((r.sc >> (16 * h)) & 0xFF);
+      const int hi = static_cast<int8_t>((r.sc >> (16 * h + 8)) & 0xFF);
+      acc += lo * Dot16(q0, Shared16(xp + 32 * h)) + hi * Dot16(q1, Shared16(xp + 32 * h + 16));
     }
+    *s1 = acc;
+  }
+  static __device__ __forceinline__ float SegTerm(int s1, int, float d, float, float dx) {
+    return Q6_KSegTerm(s1, d, dx);
   }
   static __device__ __forceinline__ int64_t RowBytes(int nb) { return nb / 8 * 208; }
   static __device__ __forceinline__ int64_t ScaleBytes(int nb) { return nb / 8 * 2; }
 };
 
-// Bytes of shared memory for an activation row of cols: the int8 values (rounded up to 16) and two
-// floats per block.
+// Bytes of shared memory for an activation row of cols: the int8 values (rounded up to 16), a float and
+// an int per block.
 __host__ __device__ constexpr int StagedBytes(int cols) { return (cols + 15) / 16 * 16 + cols / 32 * 8; }
 
 // kW warps per row (1, 2 or 4; more than 1 only for rows of four pieces): warp w of a block takes row
@@ -267,12 +275,12 @@ __global__ void __launch_bounds__(kWarps * 32) MatVecRowsKernel(MatVecJob job, Q
   // The activations, once per block.
   auto* sq = reinterpret_cast<int8_t*>(staged_bytes);
   auto* sd = reinterpret_cast<float*>(staged_bytes + (cols + 15) / 16 * 16);
-  float* ss = sd + nb;
+  int* ss = reinterpret_cast<int*>(sd + nb);
   for (int i = static_cast<int>(threadIdx.x) * 16; i < cols; i += kWarps * 32 * 16)
     *reinterpret_cast<int4*>(sq + i) = Load16(xq.q + i);
   for (int b = static_cast<int>(threadIdx.x); b < nb; b += kWarps * 32) {
     sd[b] = __ldg(xq.d + b);
-    ss[b] = ExactFloat(Sum16(Load16(xq.q + 32 * b)) + Sum16(Load16(xq.q + 32 * b + 16)));
+    ss[b] = Sum16(Load16(xq.q + 32 * b)) + Sum16(Load16(xq.q + 32 * b + 16));
   }
   __syncthreads();
   // With kW > 1 every warp of a block runs the loop as often as the block's first slot (the barriers
@@ -306,11 +314,24 @@ __global__ void __launch_bounds__(kWarps * 32) MatVecRowsKernel(MatVecJob job, Q
       } else if (nrow < total_rows && gl < len) {
         nxt = F::Fetch(nat, 0, seg0 + gl, j2, nb);
       }
-      float t0 = 0.0f, t1 = 0.0f;
-      if (8 * r + gl < len) F::Terms(cur, fl, x, 8 * g + j2, nb, &t0, &t1);
-      float v = __fadd_rn(t0, t1);
-      v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
-      v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
+      float v;
+      if constexpr (F::kSegInt) {
+        int s1 = 0, s2 = 0;
+        float d = 0.0f, dmin = 0.0f;
+        const bool on = 8 * r + gl < len;
+        if (on) F::Parts(cur, fl, x, 8 * g + j2, &s1, &s2, &d, &dmin);
+        s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+        s2 += __shfl_xor_sync(0xffffffffu, s2, 1);
+        s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+        s2 += __shfl_xor_sync(0xffffffffu, s2, 2);
+        v = on ? F::SegTerm(s1, s2, d, dmin, x.d[8 * g]) : 0.0f;
+      } else {
+        float t0 = 0.0f, t1 = 0.0f;
+        if (8 * r + gl < len) F::Terms(cur, fl, x, 8 * g + j2, nb, &t0, &t1);
+        v = __fadd_rn(t0, t1);
+        v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
+        v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
+      }
       // The round's segment sums (lane 4s holds segment s) through shared memory, added in order.
       float* seg = seg_all[warp][parity];
       parity ^= 1;
@@ -458,6 +479,7 @@ bool MatVecRowsTakes(const MatVecJob& job, int64_t n) {
 }
 
 cudaError_t MatVecRows(const MatVecJob& job, Q8Act xq, cudaStream_t stream) {
+  if (GroupFor(job.w[0].format) == kKQuantGroup && xq.group != kKQuantGroup) return cudaErrorInvalidValue;
   switch (job.w[0].format) {
     case MatFormat::kQ8_0: return LaunchRows<RowsQ8_0>(job, xq, stream);
     case MatFormat::kQ4_K: return LaunchRows<RowsQ4_K>(job, xq, stream);

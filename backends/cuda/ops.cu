@@ -22,13 +22,29 @@ __global__ void QuantizeKernel(const float* x, int64_t n, int8_t* q, float* d) {
   QuantizeLane(x[i], i, q, d);
 }
 
+// Groups of 256 values of a row (the last of a row shorter), a warp per group.
+__global__ void QuantizeGroupsKernel(const float* x, int64_t rows, int64_t cols, int8_t* q, float* d) {
+  AfterPrevious();
+  const int64_t nb = cols / 32, per_row = (nb + 7) / 8;
+  const int64_t gw = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (gw >= rows * per_row) return;
+  const int64_t row = gw / per_row, g = gw % per_row;
+  const int blocks = static_cast<int>(nb - 8 * g < 8 ? nb - 8 * g : 8);
+  const int64_t i0 = row * cols + 256 * g;
+  const int lane = threadIdx.x & 31;
+  float v[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) v[k] = k < blocks ? x[i0 + 32 * k + lane] : 0.0f;
+  QuantizeGroupWarp(v, blocks, i0, q, d);
+}
+
 // One block per row, one warp per 32-element run (several runs per warp for long rows): the row is read
 // once into registers, its sum of squares reduced in a fixed order (per thread, then per warp, then
 // over warps in order), and written from the registers with its int8 shadow. The norm's weights are
 // read before the wait for the previous kernel (no kernel writes them).
 constexpr int kNormPerThread = 8;
 __global__ void RmsNormKernel(const float* x, const float* w, float* y, int64_t cols, float eps, int8_t* q,
-                              float* d) {
+                              float* d, int group) {
   __shared__ __align__(16) float part[32];
   const int64_t row = blockIdx.x;
   const float* xr = x + row * cols;
@@ -76,7 +92,11 @@ __global__ void RmsNormKernel(const float* x, const float* w, float* y, int64_t 
     if (k >= kNormPerThread && i < cols) xv = xr[i], wi = w[i];
     const float o = i < cols ? xv * scale * wi : 0.0f;
     if (i < cols) yr[i] = o;
-    if (q != nullptr) QuantizeLane(o, row * cols + i, q, d);
+    if (q != nullptr && group == 32) QuantizeLane(o, row * cols + i, q, d);
+  }
+  if (q != nullptr && group != 32) {  // groups of 256 span several warps' runs: from y, after a barrier
+    __syncthreads();
+    QuantizeRowGroups(yr, cols, q, d, row * cols, warp, warps);
   }
 }
 
@@ -110,6 +130,27 @@ __global__ void SiluMulKernel(float* g, const float* u, int64_t n, int8_t* q, fl
   const float v = SiluTimes(g[i], u[i]);
   g[i] = v;
   if (q != nullptr) QuantizeLane(v, i, q, d);
+}
+
+// The same with the shadow in groups of 256 values of a row: a warp per group.
+__global__ void SiluMulGroupsKernel(float* g, const float* u, int64_t rows, int64_t cols, int8_t* q,
+                                    float* d) {
+  AfterPrevious();
+  const int64_t nb = cols / 32, per_row = (nb + 7) / 8;
+  const int64_t gw = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (gw >= rows * per_row) return;
+  const int64_t row = gw / per_row, grp = gw % per_row;
+  const int blocks = static_cast<int>(nb - 8 * grp < 8 ? nb - 8 * grp : 8);
+  const int64_t i0 = row * cols + 256 * grp;
+  const int lane = threadIdx.x & 31;
+  float v[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    const int64_t i = i0 + 32 * k + lane;
+    v[k] = k < blocks ? SiluTimes(g[i], u[i]) : 0.0f;
+    if (k < blocks) g[i] = v[k];
+  }
+  QuantizeGroupWarp(v, blocks, i0, q, d);
 }
 
 // One block per row; threads over (head, pair).
@@ -206,24 +247,38 @@ cudaError_t NonFiniteFlags(const float* x, int64_t n, uint32_t* flags, cudaStrea
   return Launch(NonFiniteFlagsKernel, kFiniteFlags, kThreads, 0, stream, x, n, flags);
 }
 
-cudaError_t Quantize(const float* x, int64_t n_elems, int8_t* q, float* d, cudaStream_t stream) {
-  if (n_elems <= 0) return cudaSuccess;
-  return Launch(QuantizeKernel, Blocks(n_elems, kThreads), kThreads, 0, stream, x, n_elems, q, d);
+cudaError_t Quantize(const float* x, int64_t rows, int64_t cols, int8_t* q, float* d, int group,
+                     cudaStream_t stream) {
+  const int64_t n = rows * cols;
+  if (n <= 0) return cudaSuccess;
+  if (cols % 32 != 0 || (group != 32 && group != kKQuantGroup)) return cudaErrorInvalidValue;
+  if (group == 32) return Launch(QuantizeKernel, Blocks(n, kThreads), kThreads, 0, stream, x, n, q, d);
+  const int64_t warps = rows * ((cols / 32 + 7) / 8);
+  return Launch(QuantizeGroupsKernel, Blocks(warps * 32, kThreads), kThreads, 0, stream, x, rows, cols, q, d);
 }
 
 cudaError_t RmsNorm(const float* x, const float* w, float* y, int64_t rows, int64_t cols, float eps,
-                    int8_t* q, float* d, cudaStream_t stream) {
+                    int8_t* q, float* d, int group, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
+  if (q != nullptr && (cols % 32 != 0 || (group != 32 && group != kKQuantGroup)))
+    return cudaErrorInvalidValue;
   // A warp per 32-element run, two runs per warp where that fits (d_model 1536: 24 warps), at most
   // 32 warps: a function of cols only.
   const int64_t runs = (cols + 31) / 32;
   const int warps = static_cast<int>(std::min<int64_t>(32, std::max<int64_t>(1, (runs + 1) / 2)));
   if (TailInKernel(TailKind::kRmsNorm)) {
     if (runs > kNormMaxRuns) return cudaErrorInvalidValue;
-    return Launch(RmsNormRunsKernel, static_cast<unsigned>(rows), warps * 32, 0, stream, x, w, y, cols, eps,
-                  q, d);
+    // The tail's order quantizes per 32; groups of 256 are made from y after.
+    const bool own = group == 32;
+    if (const cudaError_t e = Launch(RmsNormRunsKernel, static_cast<unsigned>(rows), warps * 32, 0, stream, x,
+                                     w, y, cols, eps, own ? q : nullptr, own ? d : nullptr);
+        e != cudaSuccess || own || q == nullptr) {
+      return e;
+    }
+    return Quantize(y, rows, cols, q, d, group, stream);
   }
-  return Launch(RmsNormKernel, static_cast<unsigned>(rows), warps * 32, 0, stream, x, w, y, cols, eps, q, d);
+  return Launch(RmsNormKernel, static_cast<unsigned>(rows), warps * 32, 0, stream, x, w, y, cols, eps, q, d,
+                group);
 }
 
 cudaError_t AddRow(float* x, const float* b, int64_t rows, int64_t cols, cudaStream_t stream) {
@@ -237,9 +292,17 @@ cudaError_t Add(float* x, const float* y, int64_t n, cudaStream_t stream) {
   return Launch(AddKernel, Blocks(n, kThreads), kThreads, 0, stream, x, y, n);
 }
 
-cudaError_t SiluMul(float* g, const float* u, int64_t n, int8_t* q, float* d, cudaStream_t stream) {
+cudaError_t SiluMul(float* g, const float* u, int64_t rows, int64_t cols, int8_t* q, float* d, int group,
+                    cudaStream_t stream) {
+  const int64_t n = rows * cols;
   if (n <= 0) return cudaSuccess;
-  return Launch(SiluMulKernel, Blocks(n, kThreads), kThreads, 0, stream, g, u, n, q, d);
+  if (q != nullptr && (cols % 32 != 0 || (group != 32 && group != kKQuantGroup)))
+    return cudaErrorInvalidValue;
+  if (q == nullptr || group == 32)
+    return Launch(SiluMulKernel, Blocks(n, kThreads), kThreads, 0, stream, g, u, n, q, d);
+  const int64_t warps = rows * ((cols / 32 + 7) / 8);
+  return Launch(SiluMulGroupsKernel, Blocks(warps * 32, kThreads), kThreads, 0, stream, g, u, rows, cols, q,
+                d);
 }
 
 cudaError_t Rope(float* x, int64_t rows, int64_t cols, int64_t head_dim, int64_t half, const float* cos_sin,

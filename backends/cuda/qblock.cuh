@@ -1,15 +1,22 @@
 // The sum of a quantized weight row against int8 activations, defined once for the matrix-vector
-// kernel (matvec.cu, decode) and the tensor-core GEMM (gemm.cu, prefill and large batches), so the two
-// produce the same bits and a row's result never depends on which kernel the batch size picked.
+// kernels (matvec.cu, matvec_rows.cu: decode) and the tensor-core GEMM (gemm.cu, prefill and large
+// batches), so they produce the same bits and a row's result never depends on which kernel the batch
+// size picked.
 //
-// A row of `cols` weights is nb = cols / 32 blocks of 32. Block b contributes one f32 term computed
-// from its exact integer dot product with the activations (the Term functions below: the integer dot is
-// the same whatever order the hardware sums it in, so dp4a and mma agree). The terms are summed:
-//   1. in segments of 8 consecutive blocks (256 weights, one K-quant super-block), as the tree
-//      ((t0 + t1) + (t2 + t3)) + ((t4 + t5) + (t6 + t7)), blocks past the row's end counting as +0;
-//   2. segments left to right within each of P pieces (P = 4 for rows of 4096 weights or more, else 1;
+// A row of `cols` weights is nb = cols / 32 blocks of 32, in segments of 8 consecutive blocks (256
+// weights, one K-quant super-block). Each segment gives one f32 term:
+//   - Q8_0 (activations with a scale per 32 values or per 256, kernels.h's Q8Act): block b's term from
+//     its exact integer dot (Q8_0Term), the segment's 8 terms as the tree
+//     ((t0 + t1) + (t2 + t3)) + ((t4 + t5) + (t6 + t7)), blocks past the row's end counting as +0;
+//   - Q4_K and Q6_K (activations with one scale dx per 256 values): the super-block's integer dots
+//     weighted by its integer sub-block scales (and Q4_K's mins by the activations' block sums) add up
+//     exactly in int32, whatever the order, and give the term in a few rounded steps (Q4_KSegTerm,
+//     Q6_KSegTerm). Per 32 weights that is one integer multiply-add instead of five floating-point
+//     instructions, which is what bounded the GEMM (docs/bench/gpu.md).
+// The segments' terms are summed:
+//   1. segments left to right within each of P pieces (P = 4 for rows of 4096 weights or more, else 1;
 //      piece p holds segments [ng * p / P, ng * (p + 1) / P) of the ng), starting from +0;
-//   3. pieces left to right.
+//   2. pieces left to right.
 // Every step is an explicitly rounded operation (no contraction into fused multiply-adds), so the order
 // is a function of `cols` alone.
 #pragma once
@@ -39,17 +46,19 @@ __device__ __forceinline__ float Q8_0Term(int isum, float dw, float dx) {
   return __fmul_rn(BiasedFloat(isum), __fmul_rn(dw, dx));
 }
 
-// Q4_K sub-block: isum = dot of the 4-bit quants with the activations plus kExactBias, xsum = the
-// activations' sum (as a float, exactly); ds = d * scale and dm = dmin * min, both exact in f32 (an f16
-// times a 6-bit integer).
-__device__ __forceinline__ float Q4_KTerm(int isum, float xsum, float ds, float dm, float dx) {
-  return __fmul_rn(dx, __fmaf_rn(ds, BiasedFloat(isum), -__fmul_rn(dm, xsum)));
+// Q4_K super-block: s1 = sum over its 8 sub-blocks of scale * (dot of the 4-bit quants with the
+// activations), s2 = sum of min * (the activations' sum over the sub-block), both exact int32 (|s1| <
+// 8 * 63 * 32 * 15 * 127 < 2^25, |s2| < 2^21); d and dmin its f16 scales, dx the activations' scale.
+// s2 may come biased (plus kExactBias: a tensor-core sum started from it), s1 is converted rounded to
+// nearest.
+__device__ __forceinline__ float Q4_KSegTerm(int s1, int s2_biased, float d, float dmin, float dx) {
+  return __fmul_rn(dx, __fmaf_rn(d, __int2float_rn(s1), -__fmul_rn(dmin, BiasedFloat(s2_biased))));
 }
 
-// Q6_K: the block's two 16-weight halves (each dot plus kExactBias); d_lo and d_hi = d * their int8
-// scales (exact in f32).
-__device__ __forceinline__ float Q6_KTerm(int isum_lo, int isum_hi, float d_lo, float d_hi, float dx) {
-  return __fmul_rn(__fmaf_rn(BiasedFloat(isum_lo), d_lo, __fmul_rn(BiasedFloat(isum_hi), d_hi)), dx);
+// Q6_K super-block: s = sum over its 16 halves of scale (int8) * (dot of the 6-bit values minus 32 with
+// the activations), exact int32 (|s| < 16 * 128 * 16 * 32 * 127 < 2^28), converted rounded to nearest.
+__device__ __forceinline__ float Q6_KSegTerm(int s, float d, float dx) {
+  return __fmul_rn(__int2float_rn(s), __fmul_rn(d, dx));
 }
 
 // Scale and min of sub-block s (0..7) from the 12 packed bytes of a Q4_K super-block.

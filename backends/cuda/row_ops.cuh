@@ -34,6 +34,40 @@ __device__ __forceinline__ void QuantizeLane(float v, int64_t i, int8_t* q, floa
   if ((threadIdx.x & 31) == 0) d[i / 32] = dv;
 }
 
+// One warp quantizes a group of `blocks` (1..8) 32-element blocks that starts at element i0 of a
+// row, from v[k] = element i0 + 32 k + lane: q = round(v / d), d = max|v| / 127 over the whole group,
+// stored as the scale of each of its blocks (kernels.h's Q8Act with groups of 256).
+__device__ __forceinline__ void QuantizeGroupWarp(const float (&v)[8], int blocks, int64_t i0, int8_t* q,
+                                                  float* d) {
+  const int lane = threadIdx.x & 31;
+  float m = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) m = k < blocks ? fmaxf(m, fabsf(v[k])) : m;
+  const float dv = WarpMax(m) / 127.0f;
+  const float inv = dv > 0.0f ? 1.0f / dv : 0.0f;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    if (k < blocks) q[i0 + 32 * k + lane] = static_cast<int8_t>(__float2int_rn(v[k] * inv));
+  }
+  if (lane < blocks) d[i0 / 32 + lane] = dv;
+}
+
+// The shadow of a row of `cols` (a multiple of 32) at y, element offset q_at in q and d, in groups of
+// 256 (the last one shorter), a group per warp of the block's `warps`; y read back (other warps of the
+// block wrote it, before a barrier).
+__device__ __forceinline__ void QuantizeRowGroups(const float* y, int64_t cols, int8_t* q, float* d,
+                                                  int64_t q_at, int warp, int warps) {
+  const int lane = threadIdx.x & 31;
+  const int64_t nb = cols / 32;
+  for (int64_t g = warp; g * 8 < nb; g += warps) {
+    const int blocks = static_cast<int>(nb - 8 * g < 8 ? nb - 8 * g : 8);
+    float v[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = k < blocks ? y[256 * g + 32 * k + lane] : 0.0f;
+    QuantizeGroupWarp(v, blocks, q_at + 256 * g, q, d);
+  }
+}
+
 // y = x / rms(x) * w for one row of `cols`, by a block of any whole number of warps, with y's int8 shadow
 // at q + q_at, d + q_at / 32 when q is not null. The order of the sum of squares is a function of cols
 // alone: each 32-element run's squares (rounded) by an xor butterfly over its lanes, then the runs'
@@ -42,8 +76,8 @@ __device__ __forceinline__ void QuantizeLane(float v, int64_t i, int8_t* q, floa
 // w, w + warps, ...: the first kRuns of them with x and w held in registers (all loads in flight
 // together), the rest read again.
 template <int kRuns>
-__device__ __forceinline__ void RmsNormRow(const float* xr, const float* w, float* yr, int64_t cols, float eps,
-                                           int8_t* q, float* d, int64_t q_at) {
+__device__ __forceinline__ void RmsNormRow(const float* xr, const float* w, float* yr, int64_t cols,
+                                           float eps, int8_t* q, float* d, int64_t q_at) {
   __shared__ float run_ss[kNormMaxRuns];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int runs = static_cast<int>((cols + 31) / 32);
@@ -107,7 +141,8 @@ __device__ __forceinline__ float RotB(float x0, float x1, float c, float s) {
 
 // Where row `row`'s keys and values go in the KV store: the start of its page.
 template <typename T>
-__device__ __forceinline__ T* KvPageBase(const DeviceKv& kv, const DeviceBatch& b, int64_t row, uint32_t* pos) {
+__device__ __forceinline__ T* KvPageBase(const DeviceKv& kv, const DeviceBatch& b, int64_t row,
+                                         uint32_t* pos) {
   *pos = static_cast<uint32_t>(b.positions[row]);
   const auto pt = static_cast<uint32_t>(kv.page_tokens);
   const int32_t page = b.pages[b.page_begin[b.row_seq[row]] + *pos / pt];
@@ -116,8 +151,8 @@ __device__ __forceinline__ T* KvPageBase(const DeviceKv& kv, const DeviceBatch& 
 
 // Where element i of head h of the row at position `pos` goes in its KV page: block (layer, keys (0) or
 // values (1), head) of page_tokens rows of head_dim elements.
-__device__ __forceinline__ int64_t KvElement(const DeviceKv& kv, int64_t layer, int which, int64_t h, uint32_t pos,
-                                             int64_t i) {
+__device__ __forceinline__ int64_t KvElement(const DeviceKv& kv, int64_t layer, int which, int64_t h,
+                                             uint32_t pos, int64_t i) {
   const int64_t block = kv.page_tokens * kv.head_dim;
   return ((layer * 2 + which) * kv.n_kv_head + h) * block +
          static_cast<int64_t>(pos % static_cast<uint32_t>(kv.page_tokens)) * kv.head_dim + i;
@@ -138,9 +173,10 @@ __device__ __forceinline__ void KvPut(T* base, int64_t at, float value) {
 // is read after another thread wrote it. Index arithmetic in 32 bits (a 64-bit division by a runtime
 // value is a call of ~100 instructions).
 template <typename T>
-__device__ __forceinline__ void RopeKvWriteRow(int64_t row, float* q, int64_t q_cols, float* k, const float* v,
-                                               int64_t head_dim, int64_t half, const float* cs, bool neox,
-                                               const DeviceKv& kv, int64_t layer, T* base, uint32_t pos) {
+__device__ __forceinline__ void RopeKvWriteRow(int64_t row, float* q, int64_t q_cols, float* k,
+                                               const float* v, int64_t head_dim, int64_t half,
+                                               const float* cs, bool neox, const DeviceKv& kv, int64_t layer,
+                                               T* base, uint32_t pos) {
   const int64_t nq = q != nullptr ? q_cols / head_dim : 0, width = kv.n_kv_head * head_dim;
   const auto uhalf = static_cast<uint32_t>(half), hd = static_cast<uint32_t>(head_dim);
   for (uint32_t t = threadIdx.x; t < nq * uhalf; t += blockDim.x) {

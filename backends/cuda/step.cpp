@@ -73,8 +73,9 @@ cudaError_t StepQueue::AddMatVec(const DeviceMatrix& w, const MatVecOut& out, co
   if (in_step_ && !ops_.empty()) {
     Op& last = ops_.back();
     MatVecJob& j = last.job;
-    if (last.matvec && last.x == x && last.xq.q == xq.q && last.n == n && j.count < MatVecJob::kMax &&
-        j.tail.kind == TailKind::kNone && j.w[0].format == w.format && j.w[0].cols == w.cols) {
+    if (last.matvec && last.x == x && last.xq.q == xq.q && last.xq.group == xq.group && last.n == n &&
+        j.count < MatVecJob::kMax && j.tail.kind == TailKind::kNone && j.w[0].format == w.format &&
+        j.w[0].cols == w.cols) {
       j.w[j.count] = w;
       j.out[j.count] = out;
       ++j.count;
@@ -184,8 +185,8 @@ std::vector<uint64_t> StepQueue::StepKey() const {
       key.insert(key.end(), op.key.begin(), op.key.end());
       continue;
     }
-    key.insert(key.end(), {U(op.x), U(op.xq.q), U(op.xq.d), static_cast<uint64_t>(op.n),
-                           static_cast<uint64_t>(op.job.count), U(op.job.split),
+    key.insert(key.end(), {U(op.x), U(op.xq.q), U(op.xq.d), static_cast<uint64_t>(op.xq.group),
+                           static_cast<uint64_t>(op.n), static_cast<uint64_t>(op.job.count), U(op.job.split),
                            static_cast<uint64_t>(op.job.split_floats)});
     for (int k = 0; k < op.job.count; ++k) {
       const DeviceMatrix& w = op.job.w[k];
