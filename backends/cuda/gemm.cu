@@ -739,8 +739,10 @@ cudaError_t LaunchPieces(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t
 // registers a thread may have at two blocks per multiprocessor, so a multiprocessor holds 8 warps, and
 // Q4_K's spills over a kilobyte a thread; with 8 warps every format fits 128 registers, 16 warps a
 // multiprocessor. Instructions a warp executes per segment (sm_90a SASS, one piece; 8 warps compute half
-// the outputs of 4): Q4_K 2,466 with 4 warps, 1,167 with 8; Q8_0 1,570 and 884; Q6_K 2,696 and 1,475.
-// Measured on an H100 (docs/bench/gpu.md, 2026-12-06 "eight warps"), 512 activation rows: 8 warps are
+// the outputs of 4): Q8_0 1,570 with 4 warps, 884 with 8; with the K-quants' integer sums Q4_K 1,258
+// and 670, Q6_K 1,649 and 960 (before them: Q4_K 2,466 and 1,167, Q6_K 2,696 and 1,475).
+// Measured on an H100 (docs/bench/gpu.md, 2026-12-06 "eight warps", before the integer sums), 512
+// activation rows: 8 warps are
 // faster for Q4_K at every shape (1.2-1.6x), for Q6_K at most (up to 1.33x; the 27B attention and
 // DeltaNet inputs 1-2% slower), for Q8_0 at the 1.5B shapes (5-8%) and slower at some 7B/27B ones (the
 // 7B gate/up 12%); end to end pp512 at 1.5B: Q8_0 +7%, Q4_K_M +21% (base: the four-warp kernels before
