@@ -22,20 +22,33 @@ __global__ void QuantizeKernel(const float* x, int64_t n, int8_t* q, float* d) {
   QuantizeLane(x[i], i, q, d);
 }
 
-// Groups of 256 values of a row (the last of a row shorter), a warp per group.
-__global__ void QuantizeGroupsKernel(const float* x, int64_t rows, int64_t cols, int8_t* q, float* d) {
-  AfterPrevious();
+// The group of 256 values (the last of a row shorter) that this warp takes in a grid of a warp per group
+// of a rows x cols tensor: its first element i0 and its 32-element blocks; false past the last group
+// (whole warps leave together).
+struct WarpGroup {
+  int64_t i0;
+  int blocks;
+};
+__device__ __forceinline__ bool WarpGroupOf(int64_t rows, int64_t cols, WarpGroup* wg) {
   const int64_t nb = cols / 32, per_row = (nb + 7) / 8;
   const int64_t gw = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  if (gw >= rows * per_row) return;
-  const int64_t row = gw / per_row, g = gw % per_row;
-  const int blocks = static_cast<int>(nb - 8 * g < 8 ? nb - 8 * g : 8);
-  const int64_t i0 = row * cols + 256 * g;
+  if (gw >= rows * per_row) return false;
+  const int64_t g = gw % per_row;
+  wg->i0 = gw / per_row * cols + 256 * g;
+  wg->blocks = static_cast<int>(nb - 8 * g < 8 ? nb - 8 * g : 8);
+  return true;
+}
+
+// Groups of 256 values of a row, a warp per group.
+__global__ void QuantizeGroupsKernel(const float* x, int64_t rows, int64_t cols, int8_t* q, float* d) {
+  AfterPrevious();
+  WarpGroup wg;
+  if (!WarpGroupOf(rows, cols, &wg)) return;
   const int lane = threadIdx.x & 31;
   float v[8];
 #pragma unroll
-  for (int k = 0; k < 8; ++k) v[k] = k < blocks ? x[i0 + 32 * k + lane] : 0.0f;
-  QuantizeGroupWarp(v, blocks, i0, q, d);
+  for (int k = 0; k < 8; ++k) v[k] = k < wg.blocks ? x[wg.i0 + 32 * k + lane] : 0.0f;
+  QuantizeGroupWarp(v, wg.blocks, wg.i0, q, d);
 }
 
 // One block per row, one warp per 32-element run (several runs per warp for long rows): the row is read
@@ -136,21 +149,17 @@ __global__ void SiluMulKernel(float* g, const float* u, int64_t n, int8_t* q, fl
 __global__ void SiluMulGroupsKernel(float* g, const float* u, int64_t rows, int64_t cols, int8_t* q,
                                     float* d) {
   AfterPrevious();
-  const int64_t nb = cols / 32, per_row = (nb + 7) / 8;
-  const int64_t gw = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  if (gw >= rows * per_row) return;
-  const int64_t row = gw / per_row, grp = gw % per_row;
-  const int blocks = static_cast<int>(nb - 8 * grp < 8 ? nb - 8 * grp : 8);
-  const int64_t i0 = row * cols + 256 * grp;
+  WarpGroup wg;
+  if (!WarpGroupOf(rows, cols, &wg)) return;
   const int lane = threadIdx.x & 31;
   float v[8];
 #pragma unroll
   for (int k = 0; k < 8; ++k) {
-    const int64_t i = i0 + 32 * k + lane;
-    v[k] = k < blocks ? SiluTimes(g[i], u[i]) : 0.0f;
-    if (k < blocks) g[i] = v[k];
+    const int64_t i = wg.i0 + 32 * k + lane;
+    v[k] = k < wg.blocks ? SiluTimes(g[i], u[i]) : 0.0f;
+    if (k < wg.blocks) g[i] = v[k];
   }
-  QuantizeGroupWarp(v, blocks, i0, q, d);
+  QuantizeGroupWarp(v, wg.blocks, wg.i0, q, d);
 }
 
 // One block per row; threads over (head, pair).
