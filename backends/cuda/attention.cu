@@ -53,6 +53,28 @@ __device__ __forceinline__ void StoreOutput(float v, int64_t e, float* out, int8
   if ((threadIdx.x & 31) == 0) od[e / 32] = dv;
 }
 
+// out[e0 + i] = v[k] for i = tid + k kTile: a group of kTile kPer values held by the kTile threads of
+// this thread's group of the block, with the shadow in one group of that many values (one scale, from
+// the largest magnitude: exact in any order, so the quantize kernel's bits). Every group of the block
+// calls it (BlockReduce's barriers).
+template <int kPer>
+__device__ __forceinline__ void StoreGroup(const float (&v)[kPer], int64_t e0, int tid, float* scratch,
+                                           float* out, int8_t* oq, float* od) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    out[e0 + tid + k * kTile] = v[k];
+    amax = fmaxf(amax, fabsf(v[k]));
+  }
+  const float dv = ShadowScale(BlockReduce(amax, scratch, true));
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int64_t e = e0 + tid + k * kTile;
+    oq[e] = ShadowValue(v[k], dv);
+    if (e % 32 == 0) od[e / 32] = dv;
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ float ToFloat(T v) {
   if constexpr (sizeof(T) == 2) {
@@ -166,7 +188,7 @@ __global__ void __launch_bounds__(kTile)
 template <typename T, int kDims, int kHeads, bool kStaged>
 __global__ void __launch_bounds__(kTile* kHeads)
     AttentionWarpKernel(DeviceKv kv, DeviceBatch b, int64_t layer, const float* q, int64_t n_head,
-                        float scale, float* out, int8_t* oq, float* od, float* part_out) {
+                        float scale, float* out, int8_t* oq, float* od, int og, float* part_out) {
   static_assert(kStaged || kHeads == 1, "unstaged blocks compute one head (vrow is the block's)");
   constexpr int kHd = kDims * 32;
   constexpr int kPerLoad = 16 / sizeof(T);
@@ -302,6 +324,21 @@ __global__ void __launch_bounds__(kTile* kHeads)
     if (tid == 0) pr[kHd] = m, pr[kHd + 1] = l;
     return;
   }
+  if constexpr (kHd == kKQuantGroup) {
+    if (oq != nullptr && og != 32) {  // the head is one group of the shadow (AttnShadowGroups)
+      float v[kHd / kTile];
+#pragma unroll
+      for (int k = 0; k < kHd / kTile; ++k) {
+        const int i = tid + k * kTile;
+        float a = sums[0][i];
+#pragma unroll
+        for (int w = 1; w < kTile / 32; ++w) a = __fadd_rn(a, sums[w][i]);
+        v[k] = __fdiv_rn(a, l);
+      }
+      StoreGroup(v, row * width + head * kHd, tid, scratch, out, oq, od);
+      return;
+    }
+  }
   for (int i = tid; i < kHd; i += kTile) {
     float v = sums[0][i];
 #pragma unroll
@@ -311,49 +348,68 @@ __global__ void __launch_bounds__(kTile* kHeads)
 }
 
 // Rows of several chunks: the chunks' partials combined in chunk order, for each (row, query head), from
-// either kernel.
-// One block of kTile threads each.
-__global__ void __launch_bounds__(kTile) CombineChunks(DeviceBatch b, const float* part, int64_t n_head,
-                                                       int64_t hd, float* out, int8_t* oq, float* od) {
-  __shared__ float weight[kAttnMaxChunks];  // each chunk's exp(max_c - max)
-  __shared__ float norm;
-  const int64_t row = blockIdx.x, head = blockIdx.y;
+// either kernel. One block of kTile threads for each row and `heads` query heads: one, or with a shadow
+// in groups of og = 256 values (AttnShadowGroups) the 256 / hd heads of a group (at most kTile / 32).
+constexpr int kCombineMaxHeads = kTile / 32;
+__host__ __device__ constexpr int CombineHeads(int64_t hd, int og) {
+  return og == 32 || hd >= og ? 1 : static_cast<int>(og / hd);
+}
+__global__ void __launch_bounds__(kTile)
+    CombineChunks(DeviceBatch b, const float* part, int64_t n_head, int64_t hd, float* out, int8_t* oq,
+                  float* od, int og) {
+  __shared__ float weight[kCombineMaxHeads][kAttnMaxChunks];  // each chunk's exp(max_c - max)
+  __shared__ float norm[kCombineMaxHeads];
+  __shared__ float scratch[kTile / 32];
+  const int heads = CombineHeads(hd, oq != nullptr ? og : 32);
+  const int64_t row = blockIdx.x, head0 = static_cast<int64_t>(blockIdx.y) * heads;
   const int n_chunks = static_cast<int>(AttnChunks(static_cast<int64_t>(b.positions[row]) + 1));
   if (n_chunks == 1) {  // written by the attention kernel; still ordered after it for the next kernel
     WaitForPrevious();
     return;
   }
   AfterPrevious();
-  const float* pr = part + (row * n_head + head) * kAttnMaxChunks * (hd + 2);
-  // The chunks' maxima and normalizers are read at once (one load each, in flight together), then
-  // folded in chunk order as before.
-  if (threadIdx.x < 32) {
-    const int c = static_cast<int>(threadIdx.x);
-    const float mc = c < n_chunks ? pr[c * (hd + 2) + hd] : -FLT_MAX;
-    const float lc = c < n_chunks ? pr[c * (hd + 2) + hd + 1] : 0.0f;
+  const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
+  auto partials = [&](int64_t h) { return part + (row * n_head + head0 + h) * kAttnMaxChunks * (hd + 2); };
+  // Warp h: head h's chunk maxima and normalizers, read at once (one load each, in flight together),
+  // then folded in chunk order.
+  if (warp < heads) {
+    const float* pr = partials(warp);
+    const float mc = lane < n_chunks ? pr[lane * (hd + 2) + hd] : -FLT_MAX;
+    const float lc = lane < n_chunks ? pr[lane * (hd + 2) + hd + 1] : 0.0f;
     float mx = mc;
 #pragma unroll
     for (int m = 16; m > 0; m >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, m));
     const float w = expf(mc - mx);
-    if (c < n_chunks) weight[c] = w;
+    if (lane < n_chunks) weight[warp][lane] = w;
     float l = 0.0f;
     for (int k = 0; k < n_chunks; ++k)
       l = __fmaf_rn(__shfl_sync(0xffffffffu, lc, k), __shfl_sync(0xffffffffu, w, k), l);
-    if (c == 0) norm = l;
+    if (lane == 0) norm[warp] = l;
   }
   __syncthreads();
-  const float l = norm;
-  for (int64_t i = threadIdx.x; i < hd; i += kTile) {  // hd is a multiple of 32: whole warps
+  // Element i of the block's heads (hd is a multiple of 32: whole warps).
+  auto combined = [&](int64_t i) {
+    const int64_t h = i / hd, e = i % hd;
+    const float* pr = partials(h);
     float v[kAttnMaxChunks];
 #pragma unroll
-    for (int c = 0; c < kAttnMaxChunks; ++c) v[c] = c < n_chunks ? pr[c * (hd + 2) + i] : 0.0f;
+    for (int c = 0; c < kAttnMaxChunks; ++c) v[c] = c < n_chunks ? pr[c * (hd + 2) + e] : 0.0f;
     float a = 0.0f;
 #pragma unroll
     for (int c = 0; c < kAttnMaxChunks; ++c) {
-      if (c < n_chunks) a = __fmaf_rn(v[c], weight[c], a);
+      if (c < n_chunks) a = __fmaf_rn(v[c], weight[h][c], a);
     }
-    StoreOutput(__fdiv_rn(a, l), row * n_head * hd + head * hd + i, out, oq, od);
+    return __fdiv_rn(a, norm[h]);
+  };
+  const int64_t e0 = row * n_head * hd + head0 * hd;
+  if (heads * hd == kKQuantGroup && oq != nullptr && og == kKQuantGroup) {
+    float v[kKQuantGroup / kTile];
+#pragma unroll
+    for (int k = 0; k < kKQuantGroup / kTile; ++k) v[k] = combined(threadIdx.x + k * kTile);
+    StoreGroup(v, e0, static_cast<int>(threadIdx.x), scratch, out, oq, od);
+    return;
   }
+  for (int64_t i = threadIdx.x; i < heads * hd; i += kTile) StoreOutput(combined(i), e0 + i, out, oq, od);
 }
 
 // Shared memory of a staged block: the tile's keys (rows padded) and values, twice (the next tile's
@@ -374,6 +430,7 @@ struct AttnArgs {
   float scale;
   float *out, *od, *part;
   int8_t* oq;
+  int og;
 };
 
 // The staged kernel for `group` query heads per KV head (f16 caches, groups of 2..8 heads); false
@@ -391,7 +448,7 @@ bool LaunchStagedAs(const AttnArgs& a, cudaStream_t stream, cudaError_t* err) {
   const dim3 grid(static_cast<unsigned>(a.rows), static_cast<unsigned>(a.kv.n_kv_head),
                   static_cast<unsigned>(a.chunks));
   *err = Launch(kernel, grid, kTile * kHeads, kBytes, stream, a.kv, a.b, a.layer, a.q, a.n_head, a.scale,
-                a.out, a.oq, a.od, a.part);
+                a.out, a.oq, a.od, a.og, a.part);
   return true;
 }
 
@@ -431,32 +488,37 @@ cudaError_t LaunchAttention(const AttnArgs& a, cudaStream_t stream) {
                     a.out, a.oq, a.od);
   }
   return Launch(kernel, grid, kTile, 0, stream, a.kv, a.b, a.layer, a.q, a.n_head, a.scale, a.out, a.oq, a.od,
-                a.part);
+                a.og, a.part);
 }
 
 }  // namespace
 
 cudaError_t Attention(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q, int64_t rows,
-                      int64_t n_head, float scale, float* out, int8_t* oq, float* od, int64_t max_ctx,
+                      int64_t n_head, float scale, float* out, int8_t* oq, float* od, int og, int64_t max_ctx,
                       float* part, int64_t n_groups, int64_t group_rows, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   if (kv.head_dim > kMaxHeadDim || kv.n_kv_head <= 0 || n_head % kv.n_kv_head != 0)
+    return cudaErrorInvalidValue;
+  const int64_t group = n_head / kv.n_kv_head;
+  if (oq != nullptr && og != 32 && (og != kKQuantGroup || !AttnShadowGroups(kv.f32, kv.head_dim, group)))
     return cudaErrorInvalidValue;
   const bool split = AttnPartFloats(rows, n_head, kv.head_dim, max_ctx) > 0;
   if (split && part == nullptr) return cudaErrorInvalidValue;
   const int64_t chunks = split ? AttnGridChunks(max_ctx) : 1;
   cudaError_t e = cudaSuccess;
-  if (AttnOnTensorCores(kv.f32, kv.head_dim, n_head / kv.n_kv_head)) {
+  if (AttnOnTensorCores(kv.f32, kv.head_dim, group)) {
     if (b.attn_groups == nullptr) return cudaErrorInvalidValue;
-    e = AttentionMma(kv, b, layer, q, n_head, scale, out, oq, od, part, n_groups, group_rows, chunks, stream);
+    e = AttentionMma(kv, b, layer, q, n_head, scale, out, oq, od, og, part, n_groups, group_rows, chunks,
+                     stream);
   } else {
-    const AttnArgs a{kv, b, layer, rows, n_head, chunks, q, scale, out, od, part, oq};
+    const AttnArgs a{kv, b, layer, rows, n_head, chunks, q, scale, out, od, part, oq, og};
     e = kv.f32 ? LaunchAttention<float>(a, stream) : LaunchAttention<__half>(a, stream);
   }
   if (e != cudaSuccess || !split) return e;
-  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_head));
+  const int heads = CombineHeads(kv.head_dim, oq != nullptr ? og : 32);
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_head / heads));
   return Launch(CombineChunks, grid, kTile, 0, stream, b, static_cast<const float*>(part), n_head,
-                kv.head_dim, out, oq, od);
+                kv.head_dim, out, oq, od, og);
 }
 
 }  // namespace fak::cuda

@@ -190,27 +190,63 @@ __device__ __forceinline__ void AddValues(const __half* vb, const uint32_t (&pa)
   }
 }
 
-// Writes the lane's dims of both items, column tiles [d0, d0 + kD) (kD a multiple of 4: whole 32-dim
-// shadow blocks): an item of one chunk its output and shadow, an item of several its partials.
-template <int kHd, int kD>
-__device__ __forceinline__ void Finish(const float (&acc)[kD][4], int d0, const float (&m)[2],
+// Barrier 1 of the block's first `threads` threads (barrier 0 is __syncthreads).
+__device__ __forceinline__ void SyncFirst(int threads) { asm volatile("bar.sync 1, %0;" ::"r"(threads)); }
+
+// Writes the lane's dims of both items, column tiles [4 w, 4 w + kD) of warp w of kW that share the
+// items (kD a multiple of 4: whole 32-dim shadow blocks): an item of one chunk its output and shadow,
+// an item of several its partials. The shadow's scales are per 32 values (og 32) or per og = 256 values
+// of a row (kernels.h's AttnShadowGroups): 256 / kHd consecutive heads, the items of lanes g, g ^ 1 (and
+// g ^ 2, g ^ 3 at head size 64), whose quads are 4 (and 8) lanes apart; warps that share the items
+// (SplitTile, kW > 1) meet in `red` behind barrier 1. The group's largest magnitude is exact in any
+// order, so the bits are those of the quantize kernel's groups.
+template <int kHd, int kD, int kW>
+__device__ __forceinline__ void Finish(const float (&acc)[kD][4], int w, const float (&m)[2],
                                        const float (&l)[2], const Items& it, const Lane& ln, int n_head,
-                                       float* out, int8_t* oq, float* od, float* part) {
+                                       float* out, int8_t* oq, float* od, int og, float* red, float* part) {
+  const int d0 = kW > 1 ? 4 * w : 0;
   const int64_t width = static_cast<int64_t>(n_head) * kHd;
+  float v[2][kD][2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int d = 0; d < kD; ++d) {
+      v[h][d][0] = __fdiv_rn(acc[d][2 * h], l[h]);
+      v[h][d][1] = __fdiv_rn(acc[d][2 * h + 1], l[h]);
+    }
+  }
+  float gmax[2] = {0.0f, 0.0f};
+  if (oq != nullptr && og != 32) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float a = 0.0f;
+#pragma unroll
+      for (int d = 0; d < kD; ++d) a = fmaxf(a, fmaxf(fabsf(v[h][d][0]), fabsf(v[h][d][1])));
+      a = QuadMax(a);
+      a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 4));
+      if constexpr (kHd == 64) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 8));
+      gmax[h] = a;
+    }
+    if constexpr (kW > 1) {
+      if (ln.t == 0) red[ln.g * kW + w] = gmax[0], red[(ln.g + 8) * kW + w] = gmax[1];
+      SyncFirst(kW * 32);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float r[kW];
+        LoadRun(red + (ln.g + 8 * h) * kW, r);
+#pragma unroll
+        for (int k = 0; k < kW; ++k) gmax[h] = fmaxf(gmax[h], r[k]);
+      }
+    }
+  }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const bool takes_part = it.ctx[h] > it.begin;  // false also for a warp's unused items
     const bool whole = takes_part && AttnChunks(it.ctx[h]) == 1;
     const int64_t e0 = it.row[h] * width + it.head[h] * kHd + 8 * d0 + 2 * ln.t;
-    float v[kD][2];
-#pragma unroll
-    for (int d = 0; d < kD; ++d) {
-      v[d][0] = __fdiv_rn(acc[d][2 * h], l[h]);
-      v[d][1] = __fdiv_rn(acc[d][2 * h + 1], l[h]);
-    }
     if (whole) {
 #pragma unroll
-      for (int d = 0; d < kD; ++d) *reinterpret_cast<float2*>(out + e0 + 8 * d) = {v[d][0], v[d][1]};
+      for (int d = 0; d < kD; ++d) *reinterpret_cast<float2*>(out + e0 + 8 * d) = {v[h][d][0], v[h][d][1]};
     }
     if (oq != nullptr) {
       // A 32-dim block is 4 column tiles, held by the 4 lanes of a quad.
@@ -218,13 +254,14 @@ __device__ __forceinline__ void Finish(const float (&acc)[kD][4], int d0, const 
       for (int blk = 0; blk < kD / 4; ++blk) {
         float amax = 0.0f;
 #pragma unroll
-        for (int d = 4 * blk; d < 4 * blk + 4; ++d) amax = fmaxf(amax, fmaxf(fabsf(v[d][0]), fabsf(v[d][1])));
-        const float dv = ShadowScale(QuadMax(amax));
+        for (int d = 4 * blk; d < 4 * blk + 4; ++d)
+          amax = fmaxf(amax, fmaxf(fabsf(v[h][d][0]), fabsf(v[h][d][1])));
+        const float dv = ShadowScale(og == 32 ? QuadMax(amax) : gmax[h]);
         if (!whole) continue;
 #pragma unroll
         for (int d = 4 * blk; d < 4 * blk + 4; ++d) {
           *reinterpret_cast<char2*>(oq + e0 + 8 * d) =
-              char2{ShadowValue(v[d][0], dv), ShadowValue(v[d][1], dv)};
+              char2{ShadowValue(v[h][d][0], dv), ShadowValue(v[h][d][1], dv)};
         }
         if (ln.t == 0) od[(e0 + 32 * blk) / 32] = dv;
       }
@@ -263,7 +300,8 @@ __device__ __forceinline__ const __half* AwaitTile(const __half* staged, int t0,
 template <int kHd, typename Issue>
 __device__ __forceinline__ void WarpItems(const __half* staged, const uint32_t (&qa)[kHd / 16][4],
                                           const Lane& ln, const Items& it, float scale, int n_head,
-                                          float* out, int8_t* oq, float* od, float* part, Issue&& issue) {
+                                          float* out, int8_t* oq, float* od, int og, float* part,
+                                          Issue&& issue) {
   constexpr int kTileHalves = Smem<kHd>::kTileHalves;
   float m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.0f, 0.0f};
   float acc[kHd / 8][4];
@@ -305,7 +343,7 @@ __device__ __forceinline__ void WarpItems(const __half* staged, const uint32_t (
       AddValues<kHd>(vb, pa, dp, ln, live, alpha, acc[2 * dp], acc[2 * dp + 1]);
     __syncthreads();  // this buffer is refilled two tiles on
   }
-  Finish<kHd, kHd / 8>(acc, 0, m, l, it, ln, n_head, out, oq, od, part);
+  Finish<kHd, kHd / 8, 1>(acc, 0, m, l, it, ln, n_head, out, oq, od, og, nullptr, part);
 }
 
 // Groups of up to 16 items (decode rows): the first kHd / 32 warps share the one tile of items, warp w
@@ -316,7 +354,7 @@ __device__ __forceinline__ void WarpItems(const __half* staged, const uint32_t (
 template <int kHd, typename Issue>
 __device__ __forceinline__ void SplitTile(const __half* staged, __half* ps, float* red,
                                           const uint32_t (&qa)[kHd / 16][4], const Lane& ln, const Items& it,
-                                          float scale, int n_head, float* out, int8_t* oq, float* od,
+                                          float scale, int n_head, float* out, int8_t* oq, float* od, int og,
                                           float* part, Issue&& issue) {
   constexpr int kTileHalves = Smem<kHd>::kTileHalves, kPStride = Smem<kHd>::kPStride;
   constexpr int kW = kHd / 32, kJ = kNTiles / kW;
@@ -397,7 +435,8 @@ __device__ __forceinline__ void SplitTile(const __half* staged, __half* ps, floa
     }
     __syncthreads();  // shared sums, probabilities and this buffer are rewritten
   }
-  if (computes) Finish<kHd, 4>(acc, 4 * w, m, l, it, ln, n_head, out, oq, od, part);
+  // The loop's last barrier ended every read of red: Finish may take it for the shadow's group maxima.
+  if (computes) Finish<kHd, 4, kW>(acc, w, m, l, it, ln, n_head, out, oq, od, og, red, part);
 }
 
 // kSplitOnly: every group of the launch has at most 16 items (decode rows), so only SplitTile is
@@ -405,7 +444,7 @@ __device__ __forceinline__ void SplitTile(const __half* staged, __half* ps, floa
 template <int kHd, bool kSplitOnly>
 __global__ void __launch_bounds__(kMaxWarps * 32)
     AttentionMmaKernel(DeviceKv kv, DeviceBatch b, int64_t layer, const float* q, int n_head, float scale,
-                       float* out, int8_t* oq, float* od, float* part) {
+                       float* out, int8_t* oq, float* od, int og, float* part) {
   constexpr int kStride = Smem<kHd>::kStride, kTileHalves = Smem<kHd>::kTileHalves;
   extern __shared__ __align__(16) __half staged[];
   __shared__ __align__(16) __half ps[16 * Smem<kHd>::kPStride];   // SplitTile's probabilities
@@ -508,27 +547,27 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
     }
   }
   if (split) {
-    SplitTile<kHd>(staged, ps, red, qa, ln, it, scale, n_head, out, oq, od, part, issue);
+    SplitTile<kHd>(staged, ps, red, qa, ln, it, scale, n_head, out, oq, od, og, part, issue);
   } else if constexpr (!kSplitOnly) {
-    WarpItems<kHd>(staged, qa, ln, it, scale, n_head, out, oq, od, part, issue);
+    WarpItems<kHd>(staged, qa, ln, it, scale, n_head, out, oq, od, og, part, issue);
   }
 }
 
 template <int kHd, bool kSplitOnly>
 cudaError_t LaunchMmaKernel(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q,
-                            int64_t n_head, float scale, float* out, int8_t* oq, float* od, float* part,
-                            const dim3& grid, int64_t warps, cudaStream_t stream) {
+                            int64_t n_head, float scale, float* out, int8_t* oq, float* od, int og,
+                            float* part, const dim3& grid, int64_t warps, cudaStream_t stream) {
   constexpr int kBytes = Smem<kHd>::kBytes;
   static const cudaError_t attr = cudaFuncSetAttribute(AttentionMmaKernel<kHd, kSplitOnly>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
   if (attr != cudaSuccess) return attr;
   return Launch(AttentionMmaKernel<kHd, kSplitOnly>, grid, static_cast<unsigned>(warps * 32), kBytes, stream,
-                kv, b, layer, q, static_cast<int>(n_head), scale, out, oq, od, part);
+                kv, b, layer, q, static_cast<int>(n_head), scale, out, oq, od, og, part);
 }
 
 template <int kHd>
 cudaError_t LaunchMma(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q, int64_t n_head,
-                      float scale, float* out, int8_t* oq, float* od, float* part, int64_t n_groups,
+                      float scale, float* out, int8_t* oq, float* od, int og, float* part, int64_t n_groups,
                       int64_t group_rows, int64_t chunks, cudaStream_t stream) {
   const int64_t group = n_head / kv.n_kv_head;
   // Enough warps for the largest group's items, and at least the kHd / 32 that share a decode tile.
@@ -537,9 +576,11 @@ cudaError_t LaunchMma(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, c
   const dim3 grid(static_cast<unsigned>(n_groups), static_cast<unsigned>(kv.n_kv_head),
                   static_cast<unsigned>(chunks));
   if (group_rows * group <= 16) {
-    return LaunchMmaKernel<kHd, true>(kv, b, layer, q, n_head, scale, out, oq, od, part, grid, warps, stream);
+    return LaunchMmaKernel<kHd, true>(kv, b, layer, q, n_head, scale, out, oq, od, og, part, grid, warps,
+                                      stream);
   }
-  return LaunchMmaKernel<kHd, false>(kv, b, layer, q, n_head, scale, out, oq, od, part, grid, warps, stream);
+  return LaunchMmaKernel<kHd, false>(kv, b, layer, q, n_head, scale, out, oq, od, og, part, grid, warps,
+                                     stream);
 }
 
 }  // namespace
@@ -571,15 +612,18 @@ int64_t AttnGroups(const int32_t* positions, const int32_t* row_seq, int64_t row
 }
 
 cudaError_t AttentionMma(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q,
-                         int64_t n_head, float scale, float* out, int8_t* oq, float* od, float* part,
+                         int64_t n_head, float scale, float* out, int8_t* oq, float* od, int og, float* part,
                          int64_t n_groups, int64_t group_rows, int64_t chunks, cudaStream_t stream) {
   if (n_groups <= 0) return cudaSuccess;
+  if (oq != nullptr && og != 32 &&
+      (og != kKQuantGroup || !AttnShadowGroups(false, kv.head_dim, n_head / kv.n_kv_head)))
+    return cudaErrorInvalidValue;
   if (kv.head_dim == 64) {
-    return LaunchMma<64>(kv, b, layer, q, n_head, scale, out, oq, od, part, n_groups, group_rows, chunks,
+    return LaunchMma<64>(kv, b, layer, q, n_head, scale, out, oq, od, og, part, n_groups, group_rows, chunks,
                          stream);
   }
   if (kv.head_dim == 128) {
-    return LaunchMma<128>(kv, b, layer, q, n_head, scale, out, oq, od, part, n_groups, group_rows, chunks,
+    return LaunchMma<128>(kv, b, layer, q, n_head, scale, out, oq, od, og, part, n_groups, group_rows, chunks,
                           stream);
   }
   return cudaErrorInvalidValue;

@@ -103,6 +103,9 @@ class CudaBackend final : public Backend {
   Result<double> MeasureBandwidth(double min_seconds) override;
   // The device counter of the products' tails (step.h FuseTail); once, when the backend is made.
   Status InitTails();
+  // How many Quantize ops ShadowOf has queued: the products whose input's writer left no shadow they
+  // read (the tests check which writers do).
+  int64_t quantize_ops() const { return quantize_ops_; }
 
   // The dense transformer's ops (backend_ops.cpp).
   void Embed(BoundWeight table, Tensor out) override;
@@ -199,6 +202,7 @@ class CudaBackend final : public Backend {
   // is bound (its products need them; a Q8_0 matrix of the same model reads them too), else 32. A
   // function of the bound weights, so a row's bits never depend on which op made its shadow.
   int shadow_group_ = 32;
+  int64_t quantize_ops_ = 0;
 
   cudaStream_t stream_;
   Status error_ = Status::Ok();

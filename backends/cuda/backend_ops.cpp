@@ -188,11 +188,16 @@ void CudaBackend::Attention(int32_t kv, int64_t layer, Tensor q, float scale, Te
   FlushRopes();
   const KvStore& st = kv_[static_cast<size_t>(kv)];
   Q8Act sh;
-  // The kernels quantize per 32 values of a head: with groups of 256 the product that reads out does.
-  const bool shadow = shadow_group_ == 32 && st.g.head_dim % 32 == 0 && ShadowSlot(out, &sh);
+  const DeviceKv view = st.View();
+  // Groups of 256 values where a group is whole heads of one block (kernels.h AttnShadowGroups); where
+  // not, the product that reads out quantizes it.
+  const int og = shadow_group_;
+  const bool shadow =
+      st.g.head_dim % 32 == 0 &&
+      (og == 32 || AttnShadowGroups(view.f32, st.g.head_dim, q.cols / st.g.head_dim / view.n_kv_head)) &&
+      ShadowSlot(out, &sh);
   int8_t* oq = shadow ? const_cast<int8_t*>(sh.q) : nullptr;
   float* od = shadow ? const_cast<float*>(sh.d) : nullptr;
-  const DeviceKv view = st.View();
   const DeviceBatch b = batch_;
   const float* qs = q.data;
   float* os = out.data;
@@ -206,11 +211,11 @@ void CudaBackend::Attention(int32_t kv, int64_t layer, Tensor q, float scale, Te
   uint32_t scale_bits;
   std::memcpy(&scale_bits, &scale, 4);
   Queue("Attention",
-        {U(view.page_ptr), U(layer), U(qs), U(rows), U(n_head), scale_bits, U(os), U(oq), U(od),
+        {U(view.page_ptr), U(layer), U(qs), U(rows), U(n_head), scale_bits, U(os), U(oq), U(od), U(og),
          U(b.positions), U(b.pages), U(b.attn_groups), U(n_groups), U(group_rows), U(part),
          U(part_floats > 0 ? AttnGridChunks(max_ctx) : 1)},
         [=](cudaStream_t s) {
-          return fak::cuda::Attention(view, b, layer, qs, rows, n_head, scale, os, oq, od, max_ctx, part,
+          return fak::cuda::Attention(view, b, layer, qs, rows, n_head, scale, os, oq, od, og, max_ctx, part,
                                       n_groups, group_rows, s);
         });
   shadow ? Shadowed(out) : Written(out);
@@ -293,6 +298,7 @@ bool CudaBackend::ShadowOf(const Tensor& x, MatFormat f, Q8Act* s) {
   Queue("Quantize", {U(xs), U(rows), U(cols), U(q), U(d), U(group)},
         [=](cudaStream_t st) { return fak::cuda::Quantize(xs, rows, cols, q, d, group, st); });
   acts_.Shadowed(x, group);
+  ++quantize_ops_;
   s->group = group;
   return error_.ok();
 }

@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cuda/backend_impl.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_test_util.h"
 #include "backends/cuda/kernels.h"
@@ -600,6 +601,132 @@ TEST(CudaOps, LargeMatrixRowsAreBitIdenticalAloneAndInABatch) {
                             static_cast<size_t>(rows) * 4) != 0;
     }
     EXPECT_EQ(differ, 0) << differ << " of " << batch << " rows differ from the same row alone";
+  }
+}
+
+// Once a K-quant matrix is bound the ops that write activations quantize them in groups of 256 values
+// (kernels.h Q8Act): the RMS norm from its registers (and, for rows too long for them, from its output
+// after a barrier) and the attention kernels where a group is whole heads of one block (AttnShadowGroups:
+// the tensor-core kernel, its decode form and the combine of long contexts; the f32 kernels at head size
+// 256). A product that reads such a shadow gives the same bits as after the quantize kernel made it (the
+// tensor made stale by adding zeros): per row alone and in a prompt whose rows span several chunks.
+// Where the geometry does not allow it (7 heads of 128, f32 caches at 128) the product quantizes.
+TEST(CudaOps, ShadowsInGroupsOf256AreTheQuantizeKernels) {
+  SKIP_WITHOUT_GPU();
+  // Producer output -> product (y1); output + 0 -> product (y2): y1 == y2 bit for bit, and whether the
+  // first product had to quantize.
+  auto compare = [](Backend& b, BoundWeight w, Tensor out, int64_t rows, int64_t n, const BatchPlan& plan,
+                    const std::function<void()>& produce, bool expect_own) {
+    auto& cb = static_cast<cuda::CudaBackend&>(b);
+    const Tensor zero =
+        Upload(b, std::vector<float>(static_cast<size_t>(n * out.cols), 0.0f), n, out.cols, plan);
+    auto y1 = b.Alloc(n, rows), y2 = b.Alloc(n, rows);
+    ASSERT_TRUE(y1.ok() && y2.ok());
+    b.SetBatch(plan);
+    produce();
+    const int64_t before = cb.quantize_ops();
+    b.MatMul(w, out, *y1);
+    EXPECT_EQ(cb.quantize_ops() - before, expect_own ? 0 : 1) << "the producer's shadow was not read";
+    b.Add(out, zero);
+    b.MatMul(w, out, *y2);
+    EXPECT_EQ(cb.quantize_ops() - before, expect_own ? 1 : 2);
+    const std::vector<float> a = Fetch(b, *y1), c = Fetch(b, *y2);
+    int64_t differ = 0;
+    for (int64_t r = 0; r < n; ++r)
+      differ += std::memcmp(&a[static_cast<size_t>(r * rows)], &c[static_cast<size_t>(r * rows)],
+                            static_cast<size_t>(rows) * 4) != 0;
+    EXPECT_EQ(differ, 0) << differ << " of " << n << " rows differ";
+    b.Free(zero);
+    b.Free(*y1);
+    b.Free(*y2);
+  };
+  const int64_t rows = 96;
+  {
+    SCOPED_TRACE("RmsNorm");
+    Pair be;
+    ASSERT_TRUE(be.gpu);
+    Backend& b = *be.gpu;
+    // 1,536 and 5,120: outputs held in registers; 1,344: a last group of 2 runs (a Q8_0 product reads
+    // the groups); 16,384: too long for the registers.
+    for (const auto& [cols, type] : {std::pair{int64_t{1536}, GgmlType::kQ4_K},
+                                     {int64_t{5120}, GgmlType::kQ6_K},
+                                     {int64_t{1344}, GgmlType::kQ8_0},
+                                     {int64_t{16384}, GgmlType::kQ4_K}}) {
+      SCOPED_TRACE("cols " + std::to_string(cols));
+      const TestMatrix kq = MakeMatrix(GgmlType::kQ4_K, 8, 256, 50);  // makes the groups 256 values
+      ASSERT_TRUE(b.BindMatrix(kq.weight()).ok());
+      const TestMatrix m = MakeMatrix(type, rows, cols, 51);
+      auto w = b.BindMatrix(m.weight());
+      std::vector<float> wv = Random(static_cast<size_t>(cols), 52, 0.3f);
+      auto nw = b.BindVector({GgmlType::kF32, 1, cols, static_cast<size_t>(cols) * 4,
+                              reinterpret_cast<const uint8_t*>(wv.data()), false});
+      ASSERT_TRUE(w.ok() && nw.ok());
+      for (const int64_t n : {int64_t{1}, int64_t{5}, int64_t{40}}) {
+        const OneSeq seq(n, 16);
+        const Tensor x = Upload(b, Random(static_cast<size_t>(n * cols), 53), n, cols, seq.plan());
+        auto y = b.Alloc(n, cols);
+        ASSERT_TRUE(y.ok());
+        compare(
+            b, *w, *y, rows, n, seq.plan(), [&] { b.RmsNorm(x, *nw, *y, 1e-6f); }, true);
+        b.Free(x);
+        b.Free(*y);
+      }
+    }
+  }
+  for (const auto& [hd, n_head, n_kv, f32] : {std::tuple<int64_t, int64_t, int64_t, bool>{128, 12, 2, false},
+                                              {64, 16, 4, false},
+                                              {256, 12, 2, false},
+                                              {128, 28, 4, false},
+                                              {128, 12, 2, true}}) {
+    SCOPED_TRACE("attention, head_dim " + std::to_string(hd) + ", " + std::to_string(n_head) + " heads" +
+                 (f32 ? ", f32 cache" : ""));
+    const bool own = cuda::AttnShadowGroups(f32, hd, n_head / n_kv);
+    EXPECT_EQ(own, !(hd == 128 && (n_head == 28 || f32)));
+    Pair be;
+    ASSERT_TRUE(be.gpu);
+    Backend& b = *be.gpu;
+    const int64_t n = 600, pt = 16, width = n_head * hd;  // contexts past 256 positions: several chunks
+    const TestMatrix m = MakeMatrix(GgmlType::kQ4_K, rows, width, 54);
+    auto w = b.BindMatrix(m.weight());
+    ASSERT_TRUE(w.ok());
+    const OneSeq seq(n, pt);
+    const Tensor q = Upload(b, Random(static_cast<size_t>(n * width), 55), n, width, seq.plan());
+    const Tensor kt = Upload(b, Random(static_cast<size_t>(n * n_kv * hd), 56), n, n_kv * hd, seq.plan());
+    const Tensor vt = Upload(b, Random(static_cast<size_t>(n * n_kv * hd), 57), n, n_kv * hd, seq.plan());
+    auto kv =
+        b.CreateKv({.n_layer = 1, .n_kv_head = n_kv, .head_dim = hd, .page_tokens = pt, .f32 = f32}, 48);
+    ASSERT_TRUE(kv.ok());
+    ASSERT_TRUE(b.GrowKv(*kv, static_cast<int64_t>(seq.pages.size())).ok());
+    b.SetBatch(seq.plan());
+    b.KvWrite(*kv, 0, kt, vt);
+    auto att = b.Alloc(n, width);
+    ASSERT_TRUE(att.ok());
+    {
+      SCOPED_TRACE("a prompt of 600 rows");
+      compare(
+          b, *w, *att, rows, n, seq.plan(), [&] { b.Attention(*kv, 0, q, 0.088f, *att); }, own);
+    }
+    const std::vector<float> qv = Fetch(b, q);
+    for (const int32_t pos : {0, 100, 255, 256, 599}) {  // decode rows of one and of several chunks
+      SCOPED_TRACE("a decode row at position " + std::to_string(pos));
+      OneSeq one(1, pt);
+      one.positions = {pos};
+      one.pages = seq.pages;
+      one.page_begin = seq.page_begin;
+      const Tensor q1 =
+          Upload(b, std::vector<float>(qv.begin() + pos * width, qv.begin() + (pos + 1) * width), 1, width,
+                 one.plan());
+      auto o1 = b.Alloc(1, width);
+      ASSERT_TRUE(o1.ok());
+      compare(
+          b, *w, *o1, rows, 1, one.plan(), [&] { b.Attention(*kv, 0, q1, 0.088f, *o1); }, own);
+      b.Free(q1);
+      b.Free(*o1);
+    }
+    b.Free(q);
+    b.Free(kt);
+    b.Free(vt);
+    b.Free(*att);
   }
 }
 

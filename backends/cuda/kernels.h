@@ -251,17 +251,28 @@ FAK_HOST_DEVICE constexpr bool AttnOnTensorCores(bool f32_cache, int64_t head_di
   return !f32_cache && (head_dim == 64 || head_dim == 128) && group >= 1 && group <= 8;
 }
 
+// Whether Attention can write its output's shadow in groups of kKQuantGroup values itself: where a
+// group is whole heads that one block writes. On the tensor cores a block writes the query heads of a
+// KV head (of a row), so their width must be a multiple of the group; the f32 kernels write a head a
+// block (or a group of 128 threads), so the head must be the group. Elsewhere the product that reads
+// the output quantizes it.
+FAK_HOST_DEVICE constexpr bool AttnShadowGroups(bool f32_cache, int64_t head_dim, int64_t group) {
+  return AttnOnTensorCores(f32_cache, head_dim, group) ? (group * head_dim) % kKQuantGroup == 0
+                                                       : head_dim == kKQuantGroup;
+}
+
 // out (rows, n_head * head_dim) = causal attention of each row's query heads over its sequence's cache;
-// when q8 is not null also out's int8 shadow. max_ctx: the longest context of the rows (positions + 1);
-// part: AttnPartFloats floats of scratch (null when that is 0); n_groups and group_rows: the batch's
-// attention groups (b.attn_groups) and the most rows of any.
+// when oq is not null also out's int8 shadow in groups of `og` values (32, or kKQuantGroup where
+// AttnShadowGroups). max_ctx: the longest context of the rows (positions + 1); part: AttnPartFloats
+// floats of scratch (null when that is 0); n_groups and group_rows: the batch's attention groups
+// (b.attn_groups) and the most rows of any.
 cudaError_t Attention(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q, int64_t rows,
-                      int64_t n_head, float scale, float* out, int8_t* oq, float* od, int64_t max_ctx,
+                      int64_t n_head, float scale, float* out, int8_t* oq, float* od, int og, int64_t max_ctx,
                       float* part, int64_t n_groups, int64_t group_rows, cudaStream_t stream);
 // The tensor-core kernel (attention_mma.cu) for geometries where AttnOnTensorCores; `chunks`: the most
 // chunks of any row. Rows of several chunks leave partials for Attention's combine.
 cudaError_t AttentionMma(const DeviceKv& kv, const DeviceBatch& b, int64_t layer, const float* q,
-                         int64_t n_head, float scale, float* out, int8_t* oq, float* od, float* part,
+                         int64_t n_head, float scale, float* out, int8_t* oq, float* od, int og, float* part,
                          int64_t n_groups, int64_t group_rows, int64_t chunks, cudaStream_t stream);
 
 // --- The hybrid architecture (delta_net.cu).

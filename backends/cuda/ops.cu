@@ -95,6 +95,15 @@ __global__ void RmsNormKernel(const float* x, const float* w, float* y, int64_t 
     total = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(total, p4.x), p4.y), p4.z), p4.w);
   }
   const float scale = rsqrtf(total / static_cast<float>(cols) + eps);
+  // Groups of 256 span 8 runs of several warps. Rows whose runs all sit in registers keep their outputs
+  // there: each run's largest magnitude goes to shared memory, and after a barrier each warp scales its
+  // runs by their group's. Longer rows quantize y after the barrier.
+  const bool held = runs <= static_cast<int64_t>(warps) * kNormPerThread;
+  const bool groups = q != nullptr && group != 32;
+  __shared__ float run_max[32 * kNormPerThread];
+  float o_held[kNormPerThread];
+#pragma unroll
+  for (int k = 0; k < kNormPerThread; ++k) o_held[k] = 0.0f;
   for (int64_t b = warp, k = 0; b < runs; b += warps, ++k) {
     const int64_t i = b * 32 + lane;
     float xv = 0.0f, wi = 0.0f;
@@ -106,10 +115,33 @@ __global__ void RmsNormKernel(const float* x, const float* w, float* y, int64_t 
     const float o = i < cols ? xv * scale * wi : 0.0f;
     if (i < cols) yr[i] = o;
     if (q != nullptr && group == 32) QuantizeLane(o, row * cols + i, q, d);
+    if (groups && held) {
+      const float m = WarpMax(fabsf(o));
+      if (lane == 0) run_max[b] = m;
+#pragma unroll
+      for (int j = 0; j < kNormPerThread; ++j) {
+        if (j == k) o_held[j] = o;
+      }
+    }
   }
-  if (q != nullptr && group != 32) {  // groups of 256 span several warps' runs: from y, after a barrier
-    __syncthreads();
+  if (!groups) return;
+  __syncthreads();
+  if (!held) {
     QuantizeRowGroups(yr, cols, q, d, row * cols, warp, warps);
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < kNormPerThread; ++k) {
+    const int64_t b = warp + static_cast<int64_t>(k) * warps;
+    if (b >= runs) break;
+    const int64_t g0 = b / 8 * 8, g1 = g0 + 8 < runs ? g0 + 8 : runs;
+    float m = 0.0f;
+    for (int64_t j = g0; j < g1; ++j) m = fmaxf(m, run_max[j]);
+    // QuantizeGroupWarp's arithmetic.
+    const float dv = m / 127.0f;
+    const float inv = dv > 0.0f ? 1.0f / dv : 0.0f;
+    q[row * cols + b * 32 + lane] = static_cast<int8_t>(__float2int_rn(o_held[k] * inv));
+    if (lane == 0) d[(row * cols) / 32 + b] = dv;
   }
 }
 
