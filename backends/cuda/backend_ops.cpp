@@ -60,10 +60,12 @@ void CudaBackend::RmsNorm(Tensor x, BoundWeight w, Tensor y, float eps) {
   t.y = ys;
   t.cols = cols;
   t.eps = eps;
-  // The tail quantizes per 32 values: with groups of 256 the product that reads y quantizes it.
-  t.q = group == 32 ? q : nullptr;
-  t.d = group == 32 ? d : nullptr;
-  if (q_.FuseTail(t, rows)) return shadow && group == 32 ? Shadowed(y) : Written(y);
+  // A tail inside the product quantizes per 32 values: with groups of 256 it runs as the norm's own
+  // launch after the product (matvec.cu TailRunsInKernel), which writes them.
+  t.q = q;
+  t.d = d;
+  t.group = group;
+  if (q_.FuseTail(t, rows)) return shadow ? Shadowed(y) : Written(y);
   uint32_t eps_bits;
   std::memcpy(&eps_bits, &eps, 4);
   Queue("RmsNorm",
@@ -115,10 +117,10 @@ void CudaBackend::SiluMul(Tensor g, Tensor u) {
   t.y = gs;
   t.u = us;
   t.cols = g.cols;
-  // The tail quantizes per 32 values: with groups of 256 the product that reads g quantizes it.
-  t.q = group == 32 ? q : nullptr;
-  t.d = group == 32 ? d : nullptr;
-  if (q_.FuseTail(t, g.rows)) return t.q != nullptr ? Shadowed(g) : Written(g);
+  t.q = q;  // in groups of 256 the tail runs as SiluMul's own launch (see RmsNorm)
+  t.d = d;
+  t.group = group;
+  if (q_.FuseTail(t, g.rows)) return q != nullptr ? Shadowed(g) : Written(g);
   Queue("SiluMul", {U(gs), U(us), U(rows), U(cols), U(q), U(d), U(group)},
         [=](cudaStream_t s) { return fak::cuda::SiluMul(gs, us, rows, cols, q, d, group, s); });
   q != nullptr ? Shadowed(g) : Written(g);

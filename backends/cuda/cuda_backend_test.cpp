@@ -606,11 +606,12 @@ TEST(CudaOps, LargeMatrixRowsAreBitIdenticalAloneAndInABatch) {
 
 // Once a K-quant matrix is bound the ops that write activations quantize them in groups of 256 values
 // (kernels.h Q8Act): the RMS norm from its registers (and, for rows too long for them, from its output
-// after a barrier) and the attention kernels where a group is whole heads of one block (AttnShadowGroups:
-// the tensor-core kernel, its decode form and the combine of long contexts; the f32 kernels at head size
-// 256). A product that reads such a shadow gives the same bits as after the quantize kernel made it (the
-// tensor made stale by adding zeros): per row alone and in a prompt whose rows span several chunks.
-// Where the geometry does not allow it (7 heads of 128, f32 caches at 128) the product quantizes.
+// after a barrier), alone and as a product's tail, SiLU after the gate and up product, and the attention
+// kernels where a group is whole heads of one block (AttnShadowGroups: the tensor-core kernel, its decode
+// form and the combine of long contexts; the f32 kernels at head size 256). A product that reads such a
+// shadow gives the same bits as after the quantize kernel made it (the tensor made stale by adding zeros):
+// per row alone and in a prompt whose rows span several chunks. Where the geometry does not allow it (7 heads
+// of 128, f32 caches at 128) the product quantizes.
 TEST(CudaOps, ShadowsInGroupsOf256AreTheQuantizeKernels) {
   SKIP_WITHOUT_GPU();
   // Producer output -> product (y1); output + 0 -> product (y2): y1 == y2 bit for bit, and whether the
@@ -671,6 +672,44 @@ TEST(CudaOps, ShadowsInGroupsOf256AreTheQuantizeKernels) {
         b.Free(x);
         b.Free(*y);
       }
+    }
+  }
+  {
+    // After a product the norm (the o-projection's residual add, then the norm) and SiLU (gate and up in
+    // one product) join it as its tail, run as their own launches after it: they write the groups too.
+    SCOPED_TRACE("RmsNorm and SiluMul as a product's tail");
+    Pair be;
+    ASSERT_TRUE(be.gpu);
+    Backend& b = *be.gpu;
+    const int64_t d = 1536, f = 2048;
+    const TestMatrix mo = MakeMatrix(GgmlType::kQ4_K, d, d, 60), mg = MakeMatrix(GgmlType::kQ4_K, f, d, 61),
+                     mu = MakeMatrix(GgmlType::kQ4_K, f, d, 62),
+                     mdown = MakeMatrix(GgmlType::kQ6_K, rows, f, 63),
+                     mq = MakeMatrix(GgmlType::kQ4_K, rows, d, 64);
+    auto wo = b.BindMatrix(mo.weight()), wg = b.BindMatrix(mg.weight()), wu = b.BindMatrix(mu.weight()),
+         wdown = b.BindMatrix(mdown.weight()), wq = b.BindMatrix(mq.weight());
+    std::vector<float> wv = Random(static_cast<size_t>(d), 65, 0.3f);
+    auto nw = b.BindVector({GgmlType::kF32, 1, d, static_cast<size_t>(d) * 4,
+                            reinterpret_cast<const uint8_t*>(wv.data()), false});
+    ASSERT_TRUE(wo.ok() && wg.ok() && wu.ok() && wdown.ok() && wq.ok() && nw.ok());
+    for (const int64_t n : {int64_t{1}, int64_t{3}}) {
+      SCOPED_TRACE(std::to_string(n) + " rows");
+      const OneSeq seq(n, 16);
+      const Tensor x = Upload(b, Random(static_cast<size_t>(n * d), 66), n, d, seq.plan());
+      const Tensor a = Upload(b, Random(static_cast<size_t>(n * d), 67), n, d, seq.plan());
+      auto o = b.Alloc(n, d), y = b.Alloc(n, d), g = b.Alloc(n, f), u = b.Alloc(n, f);
+      ASSERT_TRUE(o.ok() && y.ok() && g.ok() && u.ok());
+      compare(
+          b, *wq, *y, rows, n, seq.plan(),
+          [&] {
+            b.MatMul(*wo, a, *o);
+            b.Add(x, *o);
+            b.RmsNorm(x, *nw, *y, 1e-6f);
+          },
+          true);
+      compare(
+          b, *wdown, *g, rows, n, seq.plan(), [&] { b.MatMulSwiGLU(*wg, *wu, *y, *g, *u); }, true);
+      for (const Tensor t : {x, a, *o, *y, *g, *u}) b.Free(t);
     }
   }
   for (const auto& [hd, n_head, n_kv, f32] : {std::tuple<int64_t, int64_t, int64_t, bool>{128, 12, 2, false},

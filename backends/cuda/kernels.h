@@ -114,6 +114,7 @@ struct MatVecTail {
   float eps = 0.0f;
   int8_t* q = nullptr;
   float* d = nullptr;
+  int group = 32;  // the shadow's group (Q8Act::group); a tail inside the product writes groups of 32 only
   // kRopeKvWrite: rope of the queries rq (q_cols wide; null: none) and of the keys k, then the KV store
   // of k and v (RopeKvWrite's arguments).
   float* rq = nullptr;
@@ -130,6 +131,9 @@ struct MatVecTail {
 // Which tails run inside the product (FAK_CUDA_TAILS: unset or 0 none, 1 all, or a list of norm,
 // silu, rope); the others run as their own launch after it.
 bool TailInKernel(TailKind kind);
+// Whether a product of n activation rows runs its tail t in its last block (TailInKernel, one row, a
+// counter, and a shadow, if any, in groups of 32) rather than as the op's own launch after it.
+bool TailRunsInKernel(const MatVecTail& t, int64_t n);
 
 // Up to three matrices of one format and width that read the same activations (q, k and v; gate and
 // up), in one launch.

@@ -554,8 +554,8 @@ cudaError_t Launch(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, cu
 cudaError_t LaunchTail(const MatVecTail& t, int64_t rows, cudaStream_t stream) {
   switch (t.kind) {
     case TailKind::kNone: return cudaSuccess;
-    case TailKind::kRmsNorm: return RmsNorm(t.x, t.w, t.y, rows, t.cols, t.eps, t.q, t.d, 32, stream);
-    case TailKind::kSiluMul: return SiluMul(t.y, t.u, rows, t.cols, t.q, t.d, 32, stream);
+    case TailKind::kRmsNorm: return RmsNorm(t.x, t.w, t.y, rows, t.cols, t.eps, t.q, t.d, t.group, stream);
+    case TailKind::kSiluMul: return SiluMul(t.y, t.u, rows, t.cols, t.q, t.d, t.group, stream);
     case TailKind::kRopeKvWrite:
       return RopeKvWrite(t.rq, t.q_cols, t.k, t.v, rows, t.head_dim, t.half, t.cos_sin, t.neox, t.kv, t.b,
                          t.layer, stream);
@@ -580,12 +580,15 @@ bool TailInKernel(TailKind kind) {
   return false;
 }
 
+bool TailRunsInKernel(const MatVecTail& t, int64_t n) {
+  return n == 1 && TailInKernel(t.kind) && t.counter != nullptr && (t.q == nullptr || t.group == 32);
+}
+
 cudaError_t MatVec(const MatVecJob& job, const float* x, Q8Act xq, int64_t n, cudaStream_t stream) {
   if (n <= 0 || job.count <= 0) return cudaSuccess;
   // The K-quants' integer sums need one activation scale per super-block (qblock.cuh).
   if (GroupFor(job.w[0].format) == kKQuantGroup && xq.group != kKQuantGroup) return cudaErrorInvalidValue;
-  if (job.tail.kind != TailKind::kNone &&
-      (n != 1 || !TailInKernel(job.tail.kind) || job.tail.counter == nullptr)) {
+  if (job.tail.kind != TailKind::kNone && !TailRunsInKernel(job.tail, n)) {
     MatVecJob plain = job;
     plain.tail = MatVecTail{};
     if (const cudaError_t e = MatVec(plain, x, xq, n, stream); e != cudaSuccess) return e;

@@ -210,6 +210,7 @@ std::vector<uint64_t> StepQueue::StepKey() const {
                              static_cast<uint64_t>(t.cols),
                              eps_bits,
                              U(t.q),
+                             static_cast<uint64_t>(t.group),
                              U(t.d),
                              U(t.rq),
                              static_cast<uint64_t>(t.q_cols),
@@ -242,9 +243,9 @@ std::string StepQueue::OpLabel(const Op& op) {
   // the product; the label says which.
   static constexpr const char* kTails[] = {"", " + RmsNorm", " + SiluMul", " + RopeKvWrite"};
   const TailKind kind = op.job.tail.kind;
-  const char* where = kind == TailKind::kNone           ? ""
-                      : op.n == 1 && TailInKernel(kind) ? " (in kernel)"
-                                                        : " (own launch)";
+  const char* where = kind == TailKind::kNone               ? ""
+                      : TailRunsInKernel(op.job.tail, op.n) ? " (in kernel)"
+                                                            : " (own launch)";
   return fmt::format("MatMul {}x{}{}{}", rows, op.job.w[0].cols, kTails[static_cast<int>(kind)], where);
 }
 
