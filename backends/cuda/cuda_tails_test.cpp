@@ -119,6 +119,38 @@ TEST(CudaHost, TailsJoinOnlyTheProductsThatWroteTheirInputs) {
   sq.Discard();
 }
 
+// Where a bias add joins (host code, nothing launched): the product that wrote its rows, also past later
+// products that neither read nor write them (q and k in one product, v in another when v's matrix has
+// another format, as in Q4_K_M files); not past a product that reads them, nor past any other op.
+TEST(CudaHost, BiasesJoinTheProductThatWroteTheirRows) {
+  auto at = [](uintptr_t v) { return reinterpret_cast<float*>(v << 20); };  // 1 MiB apart: no overlaps
+  auto matrix = [](cuda::MatFormat f, int64_t rows) {
+    return cuda::DeviceMatrix{f, rows, 1536, nullptr, nullptr};
+  };
+  const Q8Act xq{reinterpret_cast<const int8_t*>(at(90)), at(91), 256};
+  auto out = [&](float* y, int64_t ld) { return cuda::MatVecOut{y, ld, nullptr, nullptr, 0}; };
+  cuda::StepQueue sq(nullptr);
+  sq.Begin({1}, true);
+  ASSERT_EQ(sq.AddMatVec(matrix(cuda::MatFormat::kQ4_K, 1536), out(at(1), 1536), at(10), xq, 1), cudaSuccess);
+  ASSERT_EQ(sq.AddMatVec(matrix(cuda::MatFormat::kQ4_K, 256), out(at(2), 256), at(10), xq, 1), cudaSuccess);
+  ASSERT_EQ(sq.AddMatVec(matrix(cuda::MatFormat::kQ6_K, 256), out(at(3), 256), at(10), xq, 1), cudaSuccess);
+  EXPECT_FALSE(sq.FuseBias(at(1), 2, 1536, at(50)));  // other rows
+  EXPECT_TRUE(sq.FuseBias(at(1), 1, 1536, at(50)));
+  EXPECT_TRUE(sq.FuseBias(at(2), 1, 256, at(51)));
+  EXPECT_TRUE(sq.FuseBias(at(3), 1, 256, at(52)));
+  EXPECT_FALSE(sq.FuseBias(at(1), 1, 1536, at(50)));  // it has its bias
+  // A product reads at(1) after the one that wrote it: the add must come before that read.
+  ASSERT_EQ(sq.AddMatVec(matrix(cuda::MatFormat::kQ4_K, 1536), out(at(4), 1536), at(10), xq, 1), cudaSuccess);
+  ASSERT_EQ(sq.AddMatVec(matrix(cuda::MatFormat::kQ8_0, 1536), out(at(5), 1536), at(4), xq, 1), cudaSuccess);
+  EXPECT_FALSE(sq.FuseBias(at(4), 1, 1536, at(53)));
+  EXPECT_TRUE(sq.FuseBias(at(5), 1, 1536, at(53)));
+  // Nor past an op that is not a product (what it reads is not known here).
+  ASSERT_EQ(sq.AddMatVec(matrix(cuda::MatFormat::kQ4_K, 1536), out(at(6), 1536), at(10), xq, 1), cudaSuccess);
+  ASSERT_EQ(sq.Add("Other", {1}, [](cudaStream_t) { return cudaSuccess; }), cudaSuccess);
+  EXPECT_FALSE(sq.FuseBias(at(6), 1, 1536, at(54)));
+  sq.Discard();
+}
+
 // Device memory for the kernel-level tests: `n` elements, zeroed, or a copy of host values.
 template <typename T>
 struct DevBuf {

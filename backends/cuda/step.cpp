@@ -98,16 +98,31 @@ cudaError_t StepQueue::AddMatVec(const DeviceMatrix& w, const MatVecOut& out, co
   return cudaSuccess;
 }
 
+namespace {
+bool Overlap(const float* a, int64_t na, const float* b, int64_t nb) { return a < b + nb && b < a + na; }
+}  // namespace
+
 bool StepQueue::FuseBias(const float* x, int64_t rows, int64_t cols, const float* bias) {
-  if (!in_step_ || ops_.empty() || !ops_.back().matvec || ops_.back().n != rows) return false;
-  if (ops_.back().job.tail.kind != TailKind::kNone) return false;  // the add would follow the tail
-  MatVecJob& j = ops_.back().job;
-  for (int k = 0; k < j.count; ++k) {
-    MatVecOut& o = j.out[k];
-    if (o.y == x && j.w[k].rows == cols && o.ldy == cols && o.bias == nullptr && o.residual == nullptr) {
-      o.bias = bias;
-      return true;
+  if (!in_step_) return false;
+  // The product that wrote x: the last op, or one before products that neither read nor write x (q and
+  // k in one product and v in the next, when v's matrix has another format: each bias joins the product
+  // that wrote its rows, and the bias adds its output as the add would, the same bits).
+  const int64_t nx = rows * cols;
+  for (size_t i = ops_.size(); i-- > 0;) {
+    Op& op = ops_[i];
+    if (!op.matvec || op.n != rows || op.job.tail.kind != TailKind::kNone) return false;
+    MatVecJob& j = op.job;
+    for (int k = 0; k < j.count; ++k) {
+      MatVecOut& o = j.out[k];
+      if (o.y == x && j.w[k].rows == cols && o.ldy == cols && o.bias == nullptr && o.residual == nullptr) {
+        o.bias = bias;
+        return true;
+      }
+      if (Overlap(o.y, op.n * o.ldy, x, nx) ||
+          (o.residual != nullptr && Overlap(o.residual, op.n * o.ldr, x, nx)))
+        return false;
     }
+    if (Overlap(op.x, op.n * j.w[0].cols, x, nx)) return false;  // it reads x before the add
   }
   return false;
 }

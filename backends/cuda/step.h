@@ -43,7 +43,8 @@ class StepQueue {
     split_floats_ = floats;
   }
   // x (rows, cols) += bias or += y, folded into the previous product when it wrote exactly that
-  // tensor; false when it could not be (the caller queues the add itself).
+  // tensor (a bias also into an earlier one, past products that neither read nor write x); false when
+  // it could not be (the caller queues the add itself).
   bool FuseBias(const float* x, int64_t rows, int64_t cols, const float* bias);
   bool FuseResidual(float* x, const float* y, int64_t rows, int64_t cols);
   // The row op `t` joins the previous product as its tail (MatVecTail) when that product wrote exactly
