@@ -184,12 +184,19 @@ __global__ void SiluMulGroupsKernel(float* g, const float* u, int64_t rows, int6
   WarpGroup wg;
   if (!WarpGroupOf(rows, cols, &wg)) return;
   const int lane = threadIdx.x & 31;
-  float v[8];
+  // Every load before the first store: g may alias u as far as the compiler knows, so a store between
+  // them would hold each later load back (16 round trips one after another).
+  float gv[8], uv[8], v[8];
 #pragma unroll
   for (int k = 0; k < 8; ++k) {
     const int64_t i = wg.i0 + 32 * k + lane;
-    v[k] = k < wg.blocks ? SiluTimes(g[i], u[i]) : 0.0f;
-    if (k < wg.blocks) g[i] = v[k];
+    gv[k] = k < wg.blocks ? g[i] : 0.0f;
+    uv[k] = k < wg.blocks ? u[i] : 0.0f;
+  }
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    v[k] = k < wg.blocks ? SiluTimes(gv[k], uv[k]) : 0.0f;
+    if (k < wg.blocks) g[wg.i0 + 32 * k + lane] = v[k];
   }
   QuantizeGroupWarp(v, wg.blocks, wg.i0, q, d);
 }
