@@ -177,28 +177,31 @@ __global__ void SiluMulKernel(float* g, const float* u, int64_t n, int8_t* q, fl
   if (q != nullptr) QuantizeLane(v, i, q, d);
 }
 
-// The same with the shadow in groups of 256 values of a row: a warp per group.
-__global__ void SiluMulGroupsKernel(float* g, const float* u, int64_t rows, int64_t cols, int8_t* q,
-                                    float* d) {
+// The same with the shadow in groups of 256 values of a row: a block of 256 threads per group, a value
+// each (as parallel as the per-element kernel), the group's largest magnitude from the warps' through
+// shared memory (exact in any order: QuantizeGroupWarp's scale and values).
+__global__ void __launch_bounds__(kKQuantGroup)
+    SiluMulGroupsKernel(float* g, const float* u, int64_t cols, int8_t* q, float* d) {
+  __shared__ float warp_max[kKQuantGroup / 32];
   AfterPrevious();
-  WarpGroup wg;
-  if (!WarpGroupOf(rows, cols, &wg)) return;
-  const int lane = threadIdx.x & 31;
-  // Every load before the first store: g may alias u as far as the compiler knows, so a store between
-  // them would hold each later load back (16 round trips one after another).
-  float gv[8], uv[8], v[8];
+  const int64_t per_row = (cols + kKQuantGroup - 1) / kKQuantGroup;
+  const int64_t row = blockIdx.x / per_row, c = blockIdx.x % per_row * kKQuantGroup + threadIdx.x;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const bool in = c < cols;  // a row's last group may be shorter (whole runs: cols is a multiple of 32)
+  const int64_t i = row * cols + c;
+  const float v = in ? SiluTimes(g[i], u[i]) : 0.0f;
+  if (in) g[i] = v;
+  const float m = WarpMax(fabsf(v));
+  if (lane == 0) warp_max[warp] = m;
+  __syncthreads();
+  float amax = warp_max[0];
 #pragma unroll
-  for (int k = 0; k < 8; ++k) {
-    const int64_t i = wg.i0 + 32 * k + lane;
-    gv[k] = k < wg.blocks ? g[i] : 0.0f;
-    uv[k] = k < wg.blocks ? u[i] : 0.0f;
-  }
-#pragma unroll
-  for (int k = 0; k < 8; ++k) {
-    v[k] = k < wg.blocks ? SiluTimes(gv[k], uv[k]) : 0.0f;
-    if (k < wg.blocks) g[wg.i0 + 32 * k + lane] = v[k];
-  }
-  QuantizeGroupWarp(v, wg.blocks, wg.i0, q, d);
+  for (int w = 1; w < kKQuantGroup / 32; ++w) amax = fmaxf(amax, warp_max[w]);
+  const float dv = amax / 127.0f;
+  const float inv = dv > 0.0f ? 1.0f / dv : 0.0f;
+  if (!in) return;
+  q[i] = static_cast<int8_t>(__float2int_rn(v * inv));
+  if (lane == 0) d[i / 32] = dv;
 }
 
 // One block per row; threads over (head, pair).
@@ -348,8 +351,8 @@ cudaError_t SiluMul(float* g, const float* u, int64_t rows, int64_t cols, int8_t
     return cudaErrorInvalidValue;
   if (q == nullptr || group == 32)
     return Launch(SiluMulKernel, Blocks(n, kThreads), kThreads, 0, stream, g, u, n, q, d);
-  const int64_t warps = rows * ((cols / 32 + 7) / 8);
-  return Launch(SiluMulGroupsKernel, Blocks(warps * 32, kThreads), kThreads, 0, stream, g, u, rows, cols, q,
+  const int64_t groups = rows * ((cols + kKQuantGroup - 1) / kKQuantGroup);
+  return Launch(SiluMulGroupsKernel, static_cast<unsigned>(groups), kKQuantGroup, 0, stream, g, u, cols, q,
                 d);
 }
 
