@@ -22,33 +22,42 @@ __global__ void QuantizeKernel(const float* x, int64_t n, int8_t* q, float* d) {
   QuantizeLane(x[i], i, q, d);
 }
 
-// The group of 256 values (the last of a row shorter) that this warp takes in a grid of a warp per group
-// of a rows x cols tensor: its first element i0 and its 32-element blocks; false past the last group
-// (whole warps leave together).
-struct WarpGroup {
-  int64_t i0;
-  int blocks;
-};
-__device__ __forceinline__ bool WarpGroupOf(int64_t rows, int64_t cols, WarpGroup* wg) {
-  const int64_t nb = cols / 32, per_row = (nb + 7) / 8;
-  const int64_t gw = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  if (gw >= rows * per_row) return false;
-  const int64_t g = gw % per_row;
-  wg->i0 = gw / per_row * cols + 256 * g;
-  wg->blocks = static_cast<int>(nb - 8 * g < 8 ? nb - 8 * g : 8);
-  return true;
+// A grid of a block of kKQuantGroup threads per group of 256 values of a rows x cols tensor (the last
+// group of a row shorter; cols a multiple of 32), a value a thread: this thread's element i (false past
+// the row's end, where whole warps idle).
+__device__ __forceinline__ bool GroupElement(int64_t cols, int64_t* i) {
+  const int64_t per_row = (cols + kKQuantGroup - 1) / kKQuantGroup;
+  const int64_t row = blockIdx.x / per_row, c = blockIdx.x % per_row * kKQuantGroup + threadIdx.x;
+  *i = row * cols + c;
+  return c < cols;
 }
 
-// Groups of 256 values of a row, a warp per group.
-__global__ void QuantizeGroupsKernel(const float* x, int64_t rows, int64_t cols, int8_t* q, float* d) {
-  AfterPrevious();
-  WarpGroup wg;
-  if (!WarpGroupOf(rows, cols, &wg)) return;
-  const int lane = threadIdx.x & 31;
-  float v[8];
+// The group's int8 shadow from its threads' values (0 past the row's end): the largest magnitude of the
+// warps' through shared memory (exact in any order), then QuantizeGroupWarp's scale and values. Every
+// thread of the block calls it (a barrier).
+__device__ __forceinline__ void QuantizeGroupBlock(float v, bool in, int64_t i, int8_t* q, float* d) {
+  __shared__ float warp_max[kKQuantGroup / 32];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const float m = WarpMax(fabsf(v));
+  if (lane == 0) warp_max[warp] = m;
+  __syncthreads();
+  float amax = warp_max[0];
 #pragma unroll
-  for (int k = 0; k < 8; ++k) v[k] = k < wg.blocks ? x[wg.i0 + 32 * k + lane] : 0.0f;
-  QuantizeGroupWarp(v, wg.blocks, wg.i0, q, d);
+  for (int w = 1; w < kKQuantGroup / 32; ++w) amax = fmaxf(amax, warp_max[w]);
+  const float dv = amax / 127.0f;
+  const float inv = dv > 0.0f ? 1.0f / dv : 0.0f;
+  if (!in) return;
+  q[i] = static_cast<int8_t>(__float2int_rn(v * inv));
+  if (lane == 0) d[i / 32] = dv;
+}
+
+// Groups of 256 values of a row, a block per group.
+__global__ void __launch_bounds__(kKQuantGroup)
+    QuantizeGroupsKernel(const float* x, int64_t cols, int8_t* q, float* d) {
+  AfterPrevious();
+  int64_t i = 0;
+  const bool in = GroupElement(cols, &i);
+  QuantizeGroupBlock(in ? x[i] : 0.0f, in, i, q, d);
 }
 
 // One block per row, one warp per 32-element run (several runs per warp for long rows): the row is read
@@ -177,31 +186,15 @@ __global__ void SiluMulKernel(float* g, const float* u, int64_t n, int8_t* q, fl
   if (q != nullptr) QuantizeLane(v, i, q, d);
 }
 
-// The same with the shadow in groups of 256 values of a row: a block of 256 threads per group, a value
-// each (as parallel as the per-element kernel), the group's largest magnitude from the warps' through
-// shared memory (exact in any order: QuantizeGroupWarp's scale and values).
+// The same with the shadow in groups of 256 values of a row: a block per group, a value a thread.
 __global__ void __launch_bounds__(kKQuantGroup)
     SiluMulGroupsKernel(float* g, const float* u, int64_t cols, int8_t* q, float* d) {
-  __shared__ float warp_max[kKQuantGroup / 32];
   AfterPrevious();
-  const int64_t per_row = (cols + kKQuantGroup - 1) / kKQuantGroup;
-  const int64_t row = blockIdx.x / per_row, c = blockIdx.x % per_row * kKQuantGroup + threadIdx.x;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const bool in = c < cols;  // a row's last group may be shorter (whole runs: cols is a multiple of 32)
-  const int64_t i = row * cols + c;
+  int64_t i = 0;
+  const bool in = GroupElement(cols, &i);
   const float v = in ? SiluTimes(g[i], u[i]) : 0.0f;
   if (in) g[i] = v;
-  const float m = WarpMax(fabsf(v));
-  if (lane == 0) warp_max[warp] = m;
-  __syncthreads();
-  float amax = warp_max[0];
-#pragma unroll
-  for (int w = 1; w < kKQuantGroup / 32; ++w) amax = fmaxf(amax, warp_max[w]);
-  const float dv = amax / 127.0f;
-  const float inv = dv > 0.0f ? 1.0f / dv : 0.0f;
-  if (!in) return;
-  q[i] = static_cast<int8_t>(__float2int_rn(v * inv));
-  if (lane == 0) d[i / 32] = dv;
+  QuantizeGroupBlock(v, in, i, q, d);
 }
 
 // One block per row; threads over (head, pair).
@@ -304,8 +297,8 @@ cudaError_t Quantize(const float* x, int64_t rows, int64_t cols, int8_t* q, floa
   if (n <= 0) return cudaSuccess;
   if (cols % 32 != 0 || (group != 32 && group != kKQuantGroup)) return cudaErrorInvalidValue;
   if (group == 32) return Launch(QuantizeKernel, Blocks(n, kThreads), kThreads, 0, stream, x, n, q, d);
-  const int64_t warps = rows * ((cols / 32 + 7) / 8);
-  return Launch(QuantizeGroupsKernel, Blocks(warps * 32, kThreads), kThreads, 0, stream, x, rows, cols, q, d);
+  const int64_t groups = rows * ((cols + kKQuantGroup - 1) / kKQuantGroup);
+  return Launch(QuantizeGroupsKernel, static_cast<unsigned>(groups), kKQuantGroup, 0, stream, x, cols, q, d);
 }
 
 cudaError_t RmsNorm(const float* x, const float* w, float* y, int64_t rows, int64_t cols, float eps,
