@@ -41,8 +41,13 @@ case "${1:-}" in
     # The HF oracle fixtures the model tests read (configs, weights, oracle.json: not the .npy dumps),
     # for a working tree sent without tests/fixtures/hf and models/ (the tracked tree with them is over
     # the 64 MiB a GPU run may carry): `unpack` puts them back where they are missing.
+    # Made only from a checkout that has them, through a temporary file, so a pack run while they are set
+    # aside (to keep the tree that travels small) keeps the archive made before.
     mkdir -p .cuda-fixtures
-    tar -C tests/fixtures/hf --exclude='*.npy' -cf - . | xz -6 -T2 > .cuda-fixtures/hf.tar.xz || exit 1
+    if [ -f tests/fixtures/hf/README.md ]; then
+      tar -C tests/fixtures/hf --exclude='*.npy' -cf - . | xz -6 -T2 > .cuda-fixtures/hf.tar.xz.tmp &&
+        mv .cuda-fixtures/hf.tar.xz.tmp .cuda-fixtures/hf.tar.xz || exit 1
+    fi
     grep -qxF "/.cuda-fixtures/" .git/info/exclude 2>/dev/null || echo "/.cuda-fixtures/" >> .git/info/exclude
     du -sh "$pack" .cuda-fixtures
     ;;
