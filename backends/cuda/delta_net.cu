@@ -152,18 +152,37 @@ __device__ __forceinline__ void LoadStage(ScanStage& st, const float* x, const f
   CopyCommit();
 }
 
-// q /= |q| (times 1/sqrt(k_dim)) and k /= |k| for the stage's rows, one warp per vector; gates
-// (b, a) -> (decay, beta).
+// q /= |q| (times 1/sqrt(k_dim)) and k /= |k| for the stage's rows, four lanes per vector (lane p the
+// float4s 4u + p of its kMaxKDim values, zeros past k_dim: a quad's loads fall in distinct banks), so the
+// stage's 2 kStageRows vectors are normalized at once by the block's 64 threads; gates (b, a) -> (decay,
+// beta). A vector's sum of squares: each lane's values in four running sums added pairwise, then the
+// quad's lanes by two shuffles (a fixed order).
+static_assert(32 * kScanWarps == 4 * 2 * kStageRows, "four threads per q and k vector of a stage");
 __device__ __forceinline__ void PrepareStage(ScanStage& st, int64_t rows, int64_t dk, float eps, float ssm_a,
                                              float dt_bias) {
-  const int lane = threadIdx.x % 32;
-  for (int64_t item = threadIdx.x / 32; item < 2 * rows; item += blockDim.x / 32) {
-    float* v = st.qk[item / 2] + (item % 2) * kMaxKDim;
-    float ss = 0.0f;
-    for (int64_t i = lane; i < dk; i += 32) ss += v[i] * v[i];
-    float inv = rsqrtf(WarpSum(ss) + eps);
-    if (item % 2 == 0) inv *= rsqrtf(static_cast<float>(dk));
-    for (int64_t i = lane; i < dk; i += 32) v[i] *= inv;
+  constexpr int kPer = kMaxKDim / 16;  // float4s a lane
+  const int item = static_cast<int>(threadIdx.x) / 4, part = static_cast<int>(threadIdx.x) % 4;
+  float4* v = reinterpret_cast<float4*>(st.qk[item / 2] + (item % 2) * kMaxKDim) + part;
+  float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) {
+    const float4 x = v[4 * u];
+    s0 += x.x * x.x;
+    s1 += x.y * x.y;
+    s2 += x.z * x.z;
+    s3 += x.w * x.w;
+  }
+  float ss = (s0 + s1) + (s2 + s3);
+  ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+  ss += __shfl_xor_sync(0xffffffffu, ss, 2);
+  float inv = rsqrtf(ss + eps);
+  if (item % 2 == 0) inv *= rsqrtf(static_cast<float>(dk));
+  if (item / 2 < rows) {  // read again rather than held: the state's registers are live around this
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const float4 x = v[4 * u];
+      v[4 * u] = make_float4(x.x * inv, x.y * inv, x.z * inv, x.w * inv);
+    }
   }
   if (threadIdx.x < rows) {
     float* g = st.gates[threadIdx.x];
