@@ -605,13 +605,13 @@ TEST(CudaOps, LargeMatrixRowsAreBitIdenticalAloneAndInABatch) {
 }
 
 // Once a K-quant matrix is bound the ops that write activations quantize them in groups of 256 values
-// (kernels.h Q8Act): the RMS norm from its registers (and, for rows too long for them, from its output
-// after a barrier), alone and as a product's tail, SiLU after the gate and up product, and the attention
-// kernels where a group is whole heads of one block (AttnShadowGroups: the tensor-core kernel, its decode
-// form and the combine of long contexts; the f32 kernels at head size 256). A product that reads such a
-// shadow gives the same bits as after the quantize kernel made it (the tensor made stale by adding zeros):
-// per row alone and in a prompt whose rows span several chunks. Where the geometry does not allow it (7 heads
-// of 128, f32 caches at 128) the product quantizes.
+// (kernels.h Q8Act): the RMS norm a warp per group (rows too long for that: from its output after a
+// barrier; the norm is also checked against float64), alone and as a product's tail, SiLU after the gate and
+// up product, and the attention kernels where a group is whole heads of one block (AttnShadowGroups: the
+// tensor-core kernel, its decode form and the combine of long contexts; the f32 kernels at head size 256). A
+// product that reads such a shadow gives the same bits as after the quantize kernel made it (the tensor made
+// stale by adding zeros): per row alone and in a prompt whose rows span several chunks. Where the geometry
+// does not allow it (7 heads of 128, f32 caches at 128) the product quantizes.
 TEST(CudaOps, ShadowsInGroupsOf256AreTheQuantizeKernels) {
   SKIP_WITHOUT_GPU();
   // Producer output -> product (y1); output + 0 -> product (y2): y1 == y2 bit for bit, and whether the
@@ -664,11 +664,24 @@ TEST(CudaOps, ShadowsInGroupsOf256AreTheQuantizeKernels) {
       ASSERT_TRUE(w.ok() && nw.ok());
       for (const int64_t n : {int64_t{1}, int64_t{5}, int64_t{40}}) {
         const OneSeq seq(n, 16);
-        const Tensor x = Upload(b, Random(static_cast<size_t>(n * cols), 53), n, cols, seq.plan());
+        const std::vector<float> xv = Random(static_cast<size_t>(n * cols), 53);
+        const Tensor x = Upload(b, xv, n, cols, seq.plan());
         auto y = b.Alloc(n, cols);
         ASSERT_TRUE(y.ok());
         compare(
             b, *w, *y, rows, n, seq.plan(), [&] { b.RmsNorm(x, *nw, *y, 1e-6f); }, true);
+        // The norm itself (the K-quant models' kernel, a warp per group) against float64.
+        std::vector<double> ref(xv.size());
+        for (int64_t r = 0; r < n; ++r) {
+          double ss = 0;
+          for (int64_t i = 0; i < cols; ++i)
+            ss += double{xv[static_cast<size_t>(r * cols + i)]} * xv[static_cast<size_t>(r * cols + i)];
+          const double inv = 1.0 / std::sqrt(ss / static_cast<double>(cols) + 1e-6);
+          for (int64_t i = 0; i < cols; ++i)
+            ref[static_cast<size_t>(r * cols + i)] =
+                xv[static_cast<size_t>(r * cols + i)] * inv * wv[static_cast<size_t>(i)];
+        }
+        EXPECT_LT(NormalizedError(Fetch(b, *y).data(), ref.data(), ref.size()), 2e-6);
         b.Free(x);
         b.Free(*y);
       }

@@ -104,15 +104,6 @@ __global__ void RmsNormKernel(const float* x, const float* w, float* y, int64_t 
     total = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(total, p4.x), p4.y), p4.z), p4.w);
   }
   const float scale = rsqrtf(total / static_cast<float>(cols) + eps);
-  // Groups of 256 span 8 runs of several warps. Rows whose runs all sit in registers keep their outputs
-  // there: each run's largest magnitude goes to shared memory, and after a barrier each warp scales its
-  // runs by their group's. Longer rows quantize y after the barrier.
-  const bool held = runs <= static_cast<int64_t>(warps) * kNormPerThread;
-  const bool groups = q != nullptr && group != 32;
-  __shared__ float run_max[32 * kNormPerThread];
-  float o_held[kNormPerThread];
-#pragma unroll
-  for (int k = 0; k < kNormPerThread; ++k) o_held[k] = 0.0f;
   for (int64_t b = warp, k = 0; b < runs; b += warps, ++k) {
     const int64_t i = b * 32 + lane;
     float xv = 0.0f, wi = 0.0f;
@@ -124,34 +115,71 @@ __global__ void RmsNormKernel(const float* x, const float* w, float* y, int64_t 
     const float o = i < cols ? xv * scale * wi : 0.0f;
     if (i < cols) yr[i] = o;
     if (q != nullptr && group == 32) QuantizeLane(o, row * cols + i, q, d);
-    if (groups && held) {
-      const float m = WarpMax(fabsf(o));
-      if (lane == 0) run_max[b] = m;
-#pragma unroll
-      for (int j = 0; j < kNormPerThread; ++j) {
-        if (j == k) o_held[j] = o;
-      }
-    }
   }
-  if (!groups) return;
-  __syncthreads();
-  if (!held) {
+  // Groups of 256 (rows longer than RmsNormGroupsKernel takes) span several warps' runs: from y, after a
+  // barrier.
+  if (q != nullptr && group != 32) {
+    __syncthreads();
     QuantizeRowGroups(yr, cols, q, d, row * cols, warp, warps);
-    return;
   }
+}
+
+// The norm of a model whose activations are quantized in groups of 256 (kernels.h Q8Act): warp w holds
+// runs 8w .. 8w + 7 of the row (a 256-value group; cols up to 32 x 256) in registers, so after the one
+// barrier of the sum of squares each warp quantizes its own group without another. Its order: each
+// thread's 8 squares in run order, the warp's lanes by a butterfly, the warps in order. The same for
+// every row and batch (a function of cols), with or without a shadow.
+constexpr int kNormGroupRuns = kKQuantGroup / 32;
+__global__ void RmsNormGroupsKernel(const float* x, const float* w, float* y, int64_t cols, float eps,
+                                    int8_t* q, float* d) {
+  __shared__ __align__(16) float part[32];
+  const int64_t row = blockIdx.x;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int64_t i0 = static_cast<int64_t>(warp) * kKQuantGroup + lane;
+  float v[kNormGroupRuns], wv[kNormGroupRuns];
 #pragma unroll
-  for (int k = 0; k < kNormPerThread; ++k) {
-    const int64_t b = warp + static_cast<int64_t>(k) * warps;
-    if (b >= runs) break;
-    const int64_t g0 = b / 8 * 8, g1 = g0 + 8 < runs ? g0 + 8 : runs;
-    float m = 0.0f;
-    for (int64_t j = g0; j < g1; ++j) m = fmaxf(m, run_max[j]);
-    // QuantizeGroupWarp's arithmetic.
-    const float dv = m / 127.0f;
-    const float inv = dv > 0.0f ? 1.0f / dv : 0.0f;
-    q[row * cols + b * 32 + lane] = static_cast<int8_t>(__float2int_rn(o_held[k] * inv));
-    if (lane == 0) d[(row * cols) / 32 + b] = dv;
+  for (int k = 0; k < kNormGroupRuns; ++k) wv[k] = i0 + 32 * k < cols ? w[i0 + 32 * k] : 0.0f;
+  AfterPrevious();
+  const float* xr = x + row * cols;
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kNormGroupRuns; ++k) {
+    v[k] = i0 + 32 * k < cols ? xr[i0 + 32 * k] : 0.0f;
+    ss = __fmaf_rn(v[k], v[k], ss);
   }
+  ss = WarpSum(ss);
+  if (lane == 0) part[warp] = ss;
+  if (warp == 0 && lane >= warps) part[lane] = 0.0f;  // adding these +0 after the sums changes nothing
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 32; k += 4) {
+    const float4 p4 = *reinterpret_cast<const float4*>(&part[k]);
+    total = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(total, p4.x), p4.y), p4.z), p4.w);
+  }
+  const float scale = rsqrtf(total / static_cast<float>(cols) + eps);
+  float* yr = y + row * cols;
+  float o[kNormGroupRuns], amax = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kNormGroupRuns; ++k) {
+    const int64_t i = i0 + 32 * k;
+    o[k] = i < cols ? v[k] * scale * wv[k] : 0.0f;
+    if (i < cols) yr[i] = o[k];
+    amax = fmaxf(amax, fabsf(o[k]));
+  }
+  if (q == nullptr) return;
+  // QuantizeGroupWarp's arithmetic (the group's maximum is exact in any order).
+  const float dv = WarpMax(amax) / 127.0f;
+  const float inv = dv > 0.0f ? 1.0f / dv : 0.0f;
+  const int64_t at = row * cols;
+#pragma unroll
+  for (int k = 0; k < kNormGroupRuns; ++k) {
+    const int64_t i = i0 + 32 * k;
+    if (i < cols) q[at + i] = static_cast<int8_t>(__float2int_rn(o[k] * inv));
+  }
+  const int64_t runs = (cols + 31) / 32;
+  if (lane < kNormGroupRuns && warp * kNormGroupRuns + lane < runs)
+    d[at / 32 + warp * kNormGroupRuns + lane] = dv;
 }
 
 // The same norm in the order of RmsNormRow (row_ops.cuh), which the one-row products' norm tail shares:
@@ -320,6 +348,11 @@ cudaError_t RmsNorm(const float* x, const float* w, float* y, int64_t rows, int6
       return e;
     }
     return Quantize(y, rows, cols, q, d, group, stream);
+  }
+  if (group == kKQuantGroup && runs <= 32 * kNormGroupRuns) {  // a warp per group, the model's order
+    const auto group_warps = static_cast<int>((runs + kNormGroupRuns - 1) / kNormGroupRuns);
+    return Launch(RmsNormGroupsKernel, static_cast<unsigned>(rows), group_warps * 32, 0, stream, x, w, y,
+                  cols, eps, q, d);
   }
   return Launch(RmsNormKernel, static_cast<unsigned>(rows), warps * 32, 0, stream, x, w, y, cols, eps, q, d,
                 group);
