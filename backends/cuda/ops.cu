@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/kv_pages.cuh"  // ShadowScale, ShadowValue
 #include "backends/cuda/pdl.cuh"
 #include "backends/cuda/row_ops.cuh"
 
@@ -44,10 +45,9 @@ __device__ __forceinline__ void QuantizeGroupBlock(float v, bool in, int64_t i, 
   float amax = warp_max[0];
 #pragma unroll
   for (int w = 1; w < kKQuantGroup / 32; ++w) amax = fmaxf(amax, warp_max[w]);
-  const float dv = amax / 127.0f;
-  const float inv = dv > 0.0f ? 1.0f / dv : 0.0f;
+  const float dv = ShadowScale(amax);
   if (!in) return;
-  q[i] = static_cast<int8_t>(__float2int_rn(v * inv));
+  q[i] = ShadowValue(v, dv);
   if (lane == 0) d[i / 32] = dv;
 }
 
@@ -168,14 +168,13 @@ __global__ void RmsNormGroupsKernel(const float* x, const float* w, float* y, in
     amax = fmaxf(amax, fabsf(o[k]));
   }
   if (q == nullptr) return;
-  // QuantizeGroupWarp's arithmetic (the group's maximum is exact in any order).
-  const float dv = WarpMax(amax) / 127.0f;
-  const float inv = dv > 0.0f ? 1.0f / dv : 0.0f;
+  // The group's maximum is exact in any order: QuantizeGroupWarp's scale and values.
+  const float dv = ShadowScale(WarpMax(amax));
   const int64_t at = row * cols;
 #pragma unroll
   for (int k = 0; k < kNormGroupRuns; ++k) {
     const int64_t i = i0 + 32 * k;
-    if (i < cols) q[at + i] = static_cast<int8_t>(__float2int_rn(o[k] * inv));
+    if (i < cols) q[at + i] = ShadowValue(o[k], dv);
   }
   const int64_t runs = (cols + 31) / 32;
   if (lane < kNormGroupRuns && warp * kNormGroupRuns + lane < runs)
