@@ -59,6 +59,7 @@ __device__ __forceinline__ int4 Shared16(const int8_t* p) { return *reinterpret_
 //   SegTerm the segment's term from the sums over its four lanes.
 struct RowsQ8_0 {
   static constexpr bool kSegInt = false;
+  static constexpr int kMinBlocks = 5;  // blocks a multiprocessor holds (registers: at most 96 a thread)
   struct At {
     const uint8_t* q;
     const uint16_t* d;
@@ -102,6 +103,7 @@ struct RowsQ8_0 {
 // qs[32j .. 32j + 32].
 struct RowsQ4_K {
   static constexpr bool kSegInt = true;
+  static constexpr int kMinBlocks = 7;  // at most 72 registers
   struct At {
     const uint8_t* head;  // the super-block's 16-byte header: d, dmin, 12 bytes of scales and mins
     const uint8_t* nib;   // the lane's 32 bytes of nibbles
@@ -161,6 +163,7 @@ struct RowsQ4_K {
 // and its scales at scales[2s], scales[2s + 1]; blocks 2j and 2j + 1 share n, the nibble and qh.
 struct RowsQ6_K {
   static constexpr bool kSegInt = true;
+  static constexpr int kMinBlocks = 4;  // at most 128 registers
   struct At {
     const uint8_t* ql;
     const uint8_t* qh;
@@ -226,8 +229,13 @@ __host__ __device__ constexpr int StagedBytes(int cols) { return (cols + 15) / 1
 // kW warps per row (1, 2 or 4; more than 1 only for rows of four pieces): warp w of a block takes row
 // slot w / kW and, of that row, pieces [(w % kW) 4 / kW, (w % kW + 1) 4 / kW); its pieces' sums go
 // through shared memory and one lane adds the row's four in order, as a warp with the whole row does.
-template <class F, int kW>
-__global__ void __launch_bounds__(kWarps * 32) MatVecRowsKernel(MatVecJob job, Q8Act xq, int total_rows) {
+//
+// `ahead` (at least 1): a warp's rows are prefetched to L2 that many of its rows before it computes them,
+// the first `ahead` before the wait for the previous kernel. Bytes in flight are what a short row's
+// product is bound by: with one row ahead, a warp has the one row it fetches into registers in flight.
+template <class F, int kW, int kExtra>
+__global__ void __launch_bounds__(kWarps * 32, F::kMinBlocks + kExtra)
+    MatVecRowsKernel(MatVecJob job, Q8Act xq, int total_rows, int ahead) {
   static_assert(kW == 1 || kW == 2 || kW == 4, "a row's four pieces split evenly among its warps");
   constexpr int kSlots = kWarps / kW;  // rows a block computes at once
   extern __shared__ __align__(16) uint8_t staged_bytes[];
@@ -265,10 +273,16 @@ __global__ void __launch_bounds__(kWarps * 32) MatVecRowsKernel(MatVecJob job, Q
     const auto* ps = reinterpret_cast<const uint8_t*>(job.w[k].d) + o * sbytes;
     for (int off = lane * 128; off < sbytes; off += 32 * 128) PrefetchL2(ps + off);
   };
+  auto prefetch_row = [&](int r) {
+    if (r >= total_rows) return;
+    int pk = 0, po = 0;
+    locate(r, &pk, &po);
+    prefetch(pk, po);
+  };
   int k = 0, o = 0;
   if (row < total_rows) {
     locate(row, &k, &o);
-    prefetch(k, o);
+    for (int i = 0; i < ahead; ++i) prefetch_row(row + i * stride);
   }
   AfterPrevious();
 
@@ -298,9 +312,9 @@ __global__ void __launch_bounds__(kWarps * 32) MatVecRowsKernel(MatVecJob job, Q
     const int nrow = row + stride;
     int nk = 0, no = 0;
     typename F::At nat{};
+    prefetch_row(row + ahead * stride);
     if (nrow < total_rows) {
       locate(nrow, &nk, &no);
-      prefetch(nk, no);
       nat = F::Start(job.w[nk], no, seg0 + gl, j2, nb);
     }
     float* piece_sum = piece_all[turn][slot];
@@ -388,7 +402,7 @@ __global__ void __launch_bounds__(kWarps * 32) MatVecRowsKernel(MatVecJob job, Q
 
 // Blocks of the kernel one multiprocessor holds with the activations of `cols` staged: asked of the
 // occupancy API once per width (MatVecRowsTakes and the launch both need it).
-template <class F, int kW>
+template <class F, int kW, int kExtra>
 int BlocksPerSm(int cols) {
   static std::mutex mu;
   static std::map<int, int> known;
@@ -396,7 +410,7 @@ int BlocksPerSm(int cols) {
   const auto it = known.find(cols);
   if (it != known.end()) return it->second;
   int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, MatVecRowsKernel<F, kW>, kWarps * 32,
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, MatVecRowsKernel<F, kW, kExtra>, kWarps * 32,
                                                     StagedBytes(cols)) != cudaSuccess) {
     cudaGetLastError();
     per_sm = 1;
@@ -405,20 +419,29 @@ int BlocksPerSm(int cols) {
 }
 
 // Resident warps of the format's kernel for rows of `cols`.
-template <class F, int kW = 1>
+template <class F, int kW = 1, int kExtra = 0>
 int64_t ResidentWarps(int cols) {
-  return int64_t{kWarps} * BlocksPerSm<F, kW>(cols) * std::max(1, MultiprocessorCount());
+  return int64_t{kWarps} * BlocksPerSm<F, kW, kExtra>(cols) * std::max(1, MultiprocessorCount());
 }
 
 int WarpsPerRow(int64_t rows, int64_t cols, int64_t resident);  // below
 
-template <class F, int kW>
+// How many of its rows ahead a warp prefetches to L2 (the kernel's `ahead`). FAK_CUDA_MATVEC_AHEAD=N
+// sets it (1 to 16).
+int RowsAhead() {
+  if (const char* v = std::getenv("FAK_CUDA_MATVEC_AHEAD"); v != nullptr && v[0] != '\0') {
+    return std::clamp(std::atoi(v), 1, 16);
+  }
+  return 1;
+}
+
+template <class F, int kW, int kExtra = 0>
 cudaError_t LaunchRowsW(const MatVecJob& job, Q8Act xq, int64_t rows, cudaStream_t s) {
   const int cols = static_cast<int>(job.w[0].cols);
   constexpr int kSlots = kWarps / kW;
-  const int64_t blocks = std::min((rows + kSlots - 1) / kSlots, ResidentWarps<F, kW>(cols) / kWarps);
-  return Launch(MatVecRowsKernel<F, kW>, dim3(static_cast<unsigned>(blocks)), kWarps * 32, StagedBytes(cols),
-                s, job, xq, static_cast<int>(rows));
+  const int64_t blocks = std::min((rows + kSlots - 1) / kSlots, ResidentWarps<F, kW, kExtra>(cols) / kWarps);
+  return Launch(MatVecRowsKernel<F, kW, kExtra>, dim3(static_cast<unsigned>(blocks)), kWarps * 32,
+                StagedBytes(cols), s, job, xq, static_cast<int>(rows), RowsAhead());
 }
 
 template <class F>
@@ -429,7 +452,11 @@ cudaError_t LaunchRows(const MatVecJob& job, Q8Act xq, cudaStream_t s) {
   switch (WarpsPerRow(rows, cols, ResidentWarps<F>(cols))) {
     case 4: return LaunchRowsW<F, 4>(job, xq, rows, s);
     case 2: return LaunchRowsW<F, 2>(job, xq, rows, s);
-    default: return LaunchRowsW<F, 1>(job, xq, rows, s);
+    default: {
+      const char* v = std::getenv("FAK_CUDA_MATVEC_OCC");  // one block more a multiprocessor
+      return v != nullptr && v[0] == '1' ? LaunchRowsW<F, 1, 1>(job, xq, rows, s)
+                                         : LaunchRowsW<F, 1>(job, xq, rows, s);
+    }
   }
 }
 
