@@ -382,7 +382,7 @@ inline void SuperBlockQ6_K(const uint8_t* sb, const Q6_KScales& s, const BlockQ8
                                     _mm512_srli_epi16(f2, 2), bits45, 0xF8)};
       for (int i = 0; i < 4; ++i) {
         for (int t = 0; t < T; ++t) {
-          acc[i][t] = _mm512_dpbusd_epi32(acc[i][t], q[i], Bcast(a[t].qs + 4 * (16 * i + p)));
+          acc[i][t] = DotBcast(acc[i][t], q[i], a[t].qs + 4 * (16 * i + p));
         }
       }
     }
