@@ -282,7 +282,8 @@ __global__ void __launch_bounds__(kWarps * 32, F::kMinBlocks + kExtra)
   int k = 0, o = 0;
   if (row < total_rows) {
     locate(row, &k, &o);
-    for (int i = 0; i < ahead; ++i) prefetch_row(row + i * stride);
+    prefetch(k, o);
+    for (int i = 1; i < ahead; ++i) prefetch_row(row + i * stride);
   }
   AfterPrevious();
 
@@ -312,11 +313,12 @@ __global__ void __launch_bounds__(kWarps * 32, F::kMinBlocks + kExtra)
     const int nrow = row + stride;
     int nk = 0, no = 0;
     typename F::At nat{};
-    prefetch_row(row + ahead * stride);
     if (nrow < total_rows) {
       locate(nrow, &nk, &no);
+      if (ahead == 1) prefetch(nk, no);  // the row found just now: no second search
       nat = F::Start(job.w[nk], no, seg0 + gl, j2, nb);
     }
+    if (ahead > 1) prefetch_row(row + ahead * stride);
     float* piece_sum = piece_all[turn][slot];
     float acc = 0.0f, total = 0.0f;
     int p = 0, end = begin1, end2 = begin2, end3 = begin3;
