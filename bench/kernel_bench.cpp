@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -109,6 +110,34 @@ double MeasureInt8Peak(ThreadPool& pool, const cpu::KernelTable& k, double min_s
   return 2.0 * static_cast<double>(total) / s * 1e-9;  // one multiply-add = 2 ops
 }
 
+// The pool's cost of one parallel call: seconds per Run of an empty job (every thread woken, the
+// caller waiting for all), and per ParallelForDynamic over 8,960 rows in grains of 16 with nothing to do
+// (the shape of a decode step's largest products: the chunks are claimed from one shared counter). A
+// decode step makes about 7 parallel calls per layer.
+struct PoolCost {
+  double run = 0, dynamic = 0;
+};
+PoolCost MeasurePoolCost(ThreadPool& pool, double min_seconds) {
+  constexpr int kCalls = 256;
+  PoolCost c;
+  c.run = TimeBest(min_seconds,
+                   [&] {
+                     for (int i = 0; i < kCalls; ++i) pool.Run([](int, int) {});
+                   }) /
+          kCalls;
+  std::atomic<int64_t> sink{0};
+  c.dynamic = TimeBest(min_seconds,
+                       [&] {
+                         for (int i = 0; i < kCalls; ++i) {
+                           pool.ParallelForDynamic(8960, 16, [&](int64_t b, int64_t e) {
+                             if (e - b > 8960) sink.fetch_add(1, std::memory_order_relaxed);
+                           });
+                         }
+                       }) /
+              kCalls;
+  return c;
+}
+
 bool SameBits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
 
 // Fills `dst` (rows of row_bytes) by repeating a smaller random matrix: generation stays fast and the
@@ -178,6 +207,13 @@ Status RunKernelBench(const KernelBenchOptions& o) {
       "measured int8 peak:      %.0f GOPS, %.0f per thread (register-only %s dot loop; 1 multiply-add "
       "= 2 ops)\n\n",
       peak, peak / threads, std::string(cpu::IsaName(k.isa)).c_str());
+  if (threads > 1) {
+    const PoolCost pc = MeasurePoolCost(pool, o.min_seconds / 4);
+    std::fprintf(out,
+                 "thread pool, %d threads: %.2f us a parallel call with an empty job, %.2f us a dynamic "
+                 "split of 8,960 rows in 16-row grains\n\n",
+                 threads, pc.run * 1e6, pc.dynamic * 1e6);
+  }
 
   if (o.matvec) {
     std::fprintf(

@@ -71,7 +71,9 @@ Result<std::unique_ptr<ThreadPool>> ThreadPool::Start(int requested, bool pin) {
   return pool;
 }
 
-ThreadPool::ThreadPool(int n_threads, bool pin) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+ThreadPool::ThreadPool(int n_threads, bool pin)
+    : n_threads_(n_threads < 1 ? 1 : n_threads),
+      done_(std::make_unique<DoneSlot[]>(static_cast<size_t>(n_threads_))) {
   const std::vector<int> cpus = pin ? AllowedCpus() : std::vector<int>();
   for (int i = 1; i < n_threads_; ++i) {
     // Workers take CPUs from the end of the allowed set; the caller usually runs on the first.
@@ -117,7 +119,13 @@ void ThreadPool::WorkerLoop(int index, int cpu) {
     seen = g;
     if (stop_.load(std::memory_order_acquire)) return;
     (*job_)(index, n_threads_);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    // Sequentially consistent, with the caller's store of caller_waiting_ and its reads of the slots:
+    // either the caller sees this slot, or this thread sees it waiting and wakes it.
+    done_[static_cast<size_t>(index)].generation.store(g, std::memory_order_seq_cst);
+    if (caller_waiting_.load(std::memory_order_seq_cst) != 0) {
+      wake_.fetch_add(1, std::memory_order_release);
+      wake_.notify_one();
+    }
   }
 }
 
@@ -127,19 +135,28 @@ void ThreadPool::Run(FunctionRef<void(int, int)> fn) {
     return;
   }
   job_ = &fn;
-  pending_.store(n_threads_ - 1, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
+  const uint32_t g = generation_.fetch_add(1, std::memory_order_acq_rel) + 1;
   generation_.notify_all();
   fn(0, n_threads_);
-  int left = pending_.load(std::memory_order_acquire);
-  for (int spin = 0; left != 0 && spin < kSpinIterations; ++spin) {
+  // Workers [first, n) may still be running; the ones before have finished generation g.
+  int first = 1;
+  auto finished = [&](std::memory_order order) {
+    while (first < n_threads_ && done_[static_cast<size_t>(first)].generation.load(order) == g) ++first;
+    return first == n_threads_;
+  };
+  for (int spin = 0; !finished(std::memory_order_acquire); ++spin) {
+    if (spin >= kSpinIterations) {
+      caller_waiting_.store(1, std::memory_order_seq_cst);
+      for (;;) {
+        const uint32_t w = wake_.load(std::memory_order_acquire);
+        if (finished(std::memory_order_seq_cst)) break;
+        wake_.wait(w, std::memory_order_acquire);
+      }
+      caller_waiting_.store(0, std::memory_order_relaxed);
+      return;
+    }
     CpuRelax();
     if ((spin & 255) == 255) std::this_thread::yield();
-    left = pending_.load(std::memory_order_acquire);
-  }
-  while (left != 0) {
-    pending_.wait(left, std::memory_order_acquire);
-    left = pending_.load(std::memory_order_acquire);
   }
 }
 

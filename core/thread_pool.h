@@ -77,7 +77,17 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   const FunctionRef<void(int, int)>* job_ = nullptr;
   std::atomic<uint32_t> generation_{0};
-  std::atomic<int> pending_{0};
+  // Worker i stores the generation it has finished in done_[i], a cache line of its own, so finishing
+  // is one uncontended store rather than a read-modify-write of a line every worker shares (with 16
+  // threads those queued up behind each other at every join). The caller reads the slots; when it has
+  // spun long enough it sets caller_waiting_ and sleeps on wake_, which a worker finishing after that
+  // bumps.
+  struct alignas(64) DoneSlot {
+    std::atomic<uint32_t> generation{0};
+  };
+  std::unique_ptr<DoneSlot[]> done_;
+  std::atomic<uint32_t> caller_waiting_{0};
+  std::atomic<uint32_t> wake_{0};
   std::atomic<bool> stop_{false};
 };
 

@@ -1,6 +1,8 @@
 #include "core/thread_pool.h"
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -18,6 +20,25 @@ TEST(ThreadPool, RunsEveryIndexOnce) {
       hits[i].fetch_add(1);
     });
     for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+  }
+}
+
+// The caller returns only after every worker's part of the job is done and visible: whether the
+// workers finish while the caller spins, or after it has gone to sleep (a worker slower than the spin),
+// and with more threads than CPUs (workers descheduled mid-job).
+TEST(ThreadPool, RunReturnsAfterEveryWorkerFinishedSpinningOrAsleep) {
+  for (int threads : {2, 5, 9}) {
+    ThreadPool pool(threads);
+    std::vector<int> written(static_cast<size_t>(threads));  // plain ints: Run must order them
+    for (int rep = 0; rep < 300; ++rep) {
+      const bool slow = rep % 50 == 7;  // now and then one worker outlasts the caller's spin
+      pool.Run([&](int i, int) {
+        if (slow && i == threads - 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        written[static_cast<size_t>(i)] = rep;
+      });
+      for (int i = 0; i < threads; ++i)
+        ASSERT_EQ(written[static_cast<size_t>(i)], rep) << threads << " " << i;
+    }
   }
 }
 
