@@ -7,6 +7,7 @@
 # on the host CPU at 1 and 16 threads, alternating (the parallel-efficiency bar of the CPU scaling issue),
 # and decode at 16 threads: the thread pool's new join against the previous binary, and llama.cpp.
 set -u
+L=${LIMIT:-560}  # seconds the whole script may take (the guards below scale with it)
 FINAL=${OUT:-/tmp/out}; OUT=$FINAL/raw; mkdir -p $OUT
 P=$FINAL/progress.txt
 trap 'tar -C $FINAL -czf $FINAL/raw.tgz raw && rm -rf $FINAL/raw' EXIT
@@ -35,27 +36,27 @@ SH="$SH --shape 7b-gate-up:18944+18944x3584 --shape 7b-down:3584x18944 --shape 7
 SH="$SH --shape 27b-gate-up:17408+17408x5120 --shape 27b-down:5120x17408"
 ST="--setting FAK_CUDA_MATVEC_AHEAD=2 --setting FAK_CUDA_MATVEC_AHEAD=4 --setting FAK_CUDA_MATVEC_AHEAD=8"
 ST="$ST --setting FAK_CUDA_MATVEC_OCC=1 --setting FAK_CUDA_MATVEC_OCC=1,FAK_CUDA_MATVEC_AHEAD=4"
-timeout 150 $F bench kernels --backend cuda --batch 1 --seconds 0.05 --rounds 2 --type q4_k --type q6_k --type q8_0 $SH $ST > $OUT/kernels.txt 2>&1
+timeout $((L * 25 / 100)) $F bench kernels --backend cuda --batch 1 --seconds 0.05 --rounds 2 --type q4_k --type q6_k --type q8_0 $SH $ST > $OUT/kernels.txt 2>&1
 log kernels rc=$?
-while [ ! -f $M/q7.done ] && [ $(el) -lt 150 ]; do sleep 1; done
+while [ ! -f $M/q7.done ] && [ $(el) -lt $((L * 27 / 100)) ]; do sleep 1; done
 for r in 1 2; do
-  [ $(el) -gt 270 ] && break
+  [ $(el) -gt $((L * 48 / 100)) ] && break
   for m in q4 q7 q8; do
     [ -f $M/$m.gguf ] || continue; [ $m = q7 ] && [ ! -f $M/q7.done ] && continue
     for v in 1,0 4,0 1,1 4,1; do
-      [ $(el) -gt 290 ] && break 3
+      [ $(el) -gt $((L * 52 / 100)) ] && break 3
       a=${v%,*}; o=${v#*,}
       FAK_CUDA_MATVEC_AHEAD=$a FAK_CUDA_MATVEC_OCC=$o timeout 40 $F bench -m $M/$m.gguf --backend cuda -p 0 -n 128 -r 2 > $OUT/b-$m-a$a-o$o-r$r.txt 2>&1
       log $m ahead=$a occ=$o r$r $(grep -E 'tg128' $OUT/b-$m-a$a-o$o-r$r.txt | awk -F'|' '{printf "%s %s %s;", $8, $9, $10}')
     done
   done
 done
-if command -v ncu > /dev/null; then
+if command -v ncu > /dev/null && [ $L -ge 540 ]; then
   timeout 50 ncu --clock-control none --kernel-name regex:AttentionMma --launch-skip 100 --launch-count 3 --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats --section InstructionStats $F bench -m $M/q4.gguf --backend cuda -p 0 -n 16 -r 1 > $OUT/ncu-attn.txt 2>&1
   log ncu attention rc=$?
 fi
 rm -f $M/q7.gguf
-while [ ! -f $M/h27.done ] && [ $(el) -lt 450 ]; do sleep 2; done
+while [ ! -f $M/h27.done ] && [ $(el) -lt $((L - 110)) ]; do sleep 2; done
 log 27b synth $(tail -1 $OUT/synth-27b.txt)
 if [ -f $M/h27.done ]; then
   FAK_CUDA_PROFILE=1 FAK_LOG=debug timeout 60 $F bench -m $M/h27.gguf --backend cuda -p 512 -n 0 -r 2 > $OUT/prof-h27-pp512.txt 2>&1
@@ -68,7 +69,7 @@ mkdir -p /tmp/lc && python3 -c 'import sys,tarfile; tarfile.open(sys.argv[1]).ex
 # 1 and 16 threads.
 for r in 1 2; do
   for b in fak-prev fak llama; do
-    [ $(el) -gt 500 ] && break 2
+    [ $(el) -gt $((L - 60)) ] && break 2
     if [ $b = llama ]; then
       LD_LIBRARY_PATH=/tmp/lc/llama timeout 30 /tmp/lc/llama/llama-bench -m $M/q4.gguf -p 0 -n 64 -r 2 -t 16 > $OUT/cpu-tg-$b-r$r.txt 2>&1
       log cpu tg64 $b r$r $(grep -E 'tg64' $OUT/cpu-tg-$b-r$r.txt | awk -F'|' '{printf "%s;", $(NF-1)}')
@@ -81,10 +82,10 @@ for r in 1 2; do
 done
 for r in 1 2; do
   for t in 1 16; do
-    [ $(el) -gt 535 ] && break 2
+    [ $(el) -gt $((L - 25)) ] && break 2
     timeout 30 $F bench -m $M/q4.gguf -p 256 -n 0 -r 1 -t $t > $OUT/cpu-q4-t$t-r$r.txt 2>&1
     log cpu q4 t$t r$r $(grep -E 'pp256' $OUT/cpu-q4-t$t-r$r.txt | awk -F'|' '{printf "%s %s;", $8, $9}')
   done
 done
-[ $(el) -lt 555 ] && FAK_PROFILE=1 timeout 20 $F bench -m $M/q4.gguf -p 0 -n 32 -r 1 -t 16 > $OUT/cpu-prof-q4-tg-t16.txt 2>&1
+[ $(el) -lt $((L - 5)) ] && FAK_PROFILE=1 timeout 20 $F bench -m $M/q4.gguf -p 0 -n 32 -r 1 -t 16 > $OUT/cpu-prof-q4-tg-t16.txt 2>&1
 log end
