@@ -63,6 +63,7 @@ if [ -f $M/h27.done ]; then
   log h27 profile rc=$? $(grep -E 'pp512' $OUT/prof-h27-pp512.txt | awk -F'|' '{printf "%s %s;", $8, $9}')
   rm -f $M/h27.gguf
 fi
+pkill -f 'synth --geometry' ; sleep 1  # the CPU measurements below need the host to themselves
 mkdir -p /tmp/lc && python3 -c 'import sys,tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' .llama-cpu/llama-cpu.tar.xz /tmp/lc
 # The host CPU: the thread pool's join (fak-prev: the previous pool) at 16 threads, decode of the 1.5B
 # Q4_K_M file by both binaries and llama.cpp's CPU build (AVX-512), alternating; then fak's prefill at
