@@ -26,6 +26,7 @@ M=$(scripts/test-cuda.sh models-dir); mkdir -p $M
   $F synth --geometry qwen2.5-1.5b --type q8_0 -o $M/q8.gguf > /dev/null 2>&1; echo done > $M/small.done
   $F synth --geometry qwen2.5-7b --type q4_k_m -o $M/q7.gguf > /dev/null 2>&1; echo done > $M/q7.done
   $F synth --geometry qwen3.5-27b --type q4_k_m -o $M/h27.gguf > $OUT/synth-27b.txt 2>&1; echo done > $M/h27.done ) &
+SYN=$!
 FILTER='CudaOps.MatMul*:CudaOps.LargeMatrix*:CudaOps.Shadows*:CudaModel.Decode*:CudaModel.KQuant*'
 s="FAK_CUDA_MATVEC_AHEAD=4 FAK_CUDA_MATVEC_OCC=1 FAK_CUDA_MATVEC_ROWS=1"
 env $s timeout 90 .cuda-run/bin/cuda_backend_test --gtest_filter="$FILTER" > $OUT/tests-knobs.txt 2>&1
@@ -63,7 +64,7 @@ if [ -f $M/h27.done ]; then
   log h27 profile rc=$? $(grep -E 'pp512' $OUT/prof-h27-pp512.txt | awk -F'|' '{printf "%s %s;", $8, $9}')
   rm -f $M/h27.gguf
 fi
-pkill -f 'synth --geometry' ; sleep 1  # the CPU measurements below need the host to themselves
+kill $SYN 2> /dev/null; pkill -f 'synth --geometry'; sleep 1  # the CPU measurements below need the host to themselves
 mkdir -p /tmp/lc && python3 -c 'import sys,tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' .llama-cpu/llama-cpu.tar.xz /tmp/lc
 # The host CPU: the thread pool's join (fak-prev: the previous pool) at 16 threads, decode of the 1.5B
 # Q4_K_M file by both binaries and llama.cpp's CPU build (AVX-512), alternating; then fak's prefill at
