@@ -176,6 +176,11 @@ class Backend {
   virtual void Add(Tensor x, Tensor y) = 0;
   // g = silu(g) * u.
   virtual void SiluMul(Tensor g, Tensor u) = 0;
+  // Several products of one input (a layer's q, k and v): y[i] = x . w[i]^T, the values of MatMul on
+  // each, which is what it does where a backend does not fuse them.
+  virtual void MatMuls(Tensor x, std::span<const BoundWeight> w, std::span<const Tensor> y) {
+    for (size_t i = 0; i < w.size() && i < y.size(); ++i) MatMul(w[i], x, y[i]);
+  }
   // A SwiGLU feed-forward's first half: g = silu(x . gate^T) * (x . up^T), u = x . up^T. The values
   // of the three calls below, which is what it does where a backend does not fuse them.
   virtual void MatMulSwiGLU(BoundWeight gate, BoundWeight up, Tensor x, Tensor g, Tensor u) {

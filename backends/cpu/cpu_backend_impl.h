@@ -147,6 +147,7 @@ class CpuBackend final : public Backend {
 
   void MatMul(BoundWeight w, Tensor x, Tensor y) override;
 
+  void MatMuls(Tensor x, std::span<const BoundWeight> w, std::span<const Tensor> y) override;
   void MatMulSwiGLU(BoundWeight gate, BoundWeight up, Tensor x, Tensor g, Tensor u) override;
 
   void RmsNorm(Tensor x, BoundWeight w, Tensor y, float eps) override;

@@ -1,6 +1,7 @@
 #include "backends/cpu/matmul.h"
 
 #include <algorithm>
+#include <array>
 
 #include "backends/cpu/packed.h"  // PackedActivationBytes, QuantizePackedActivations
 #include "core/timer.h"           // NowNanos
@@ -173,6 +174,69 @@ Status MatMul(const QuantMatrix& w, const float* x, int64_t n_tokens, float* y, 
       k.matmul[f](w.data, w.row_bytes, w.cols, act.data(), act_stride, n_tokens, y, w.rows, r0, r1);
     });
   }
+  return Status::Ok();
+}
+
+Status MatMulMany(std::span<const QuantMatrix* const> w, const float* x, int64_t n_tokens,
+                  std::span<float* const> y, ThreadPool& pool, const KernelTable* table,
+                  int64_t* quantize_ns) {
+  if (w.size() != y.size()) return InvalidArgument("matmul: {} matrices for {} outputs", w.size(), y.size());
+  if (w.empty()) return Status::Ok();
+  const KernelTable& k = table != nullptr ? *table : Kernels();
+  constexpr size_t kMax = 8;
+  bool fuse = n_tokens == 1 && w.size() <= kMax && x != nullptr;
+  for (size_t i = 0; i < w.size() && fuse; ++i) {
+    fuse = w[i] != nullptr && w[i]->packed && w[i]->data != nullptr && y[i] != nullptr &&
+           w[i]->cols == w[0]->cols && k.packed[KernelSlot(w[i]->type)] != nullptr &&
+           k.quantize_packed[KernelSlot(w[i]->type)] != nullptr;
+  }
+  if (!fuse) {
+    for (size_t i = 0; i < w.size(); ++i) {
+      if (w[i] == nullptr) return InvalidArgument("matmul: matrix {} is null", i);
+      FAK_RETURN_IF_ERROR(MatMul(*w[i], x, n_tokens, y[i], pool, table, quantize_ns));
+    }
+    return Status::Ok();
+  }
+  // One token's activations for each weight type among the matrices (QuantizeForPacked's blocks for a
+  // chunk of one token), made on this thread: a few hundred values each.
+  const int64_t start = quantize_ns != nullptr ? NowNanos() : 0;
+  const int64_t cols = w[0]->cols;
+  static thread_local std::vector<uint8_t> buffer;
+  std::array<size_t, kMax> act_at{};
+  size_t bytes = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    size_t j = 0;
+    while (j < i && w[j]->type != w[i]->type) ++j;
+    if (j < i) {
+      act_at[i] = act_at[j];
+      continue;
+    }
+    act_at[i] = bytes;
+    bytes += (PackedActivationBytes(w[i]->type, cols, 1) + 63) / 64 * 64;
+  }
+  GrowTo(buffer, bytes + 64);
+  uint8_t* act = buffer.data();
+  for (size_t i = 0; i < w.size(); ++i) {
+    size_t j = 0;
+    while (j < i && w[j]->type != w[i]->type) ++j;
+    if (j == i) k.quantize_packed[KernelSlot(w[i]->type)](x, cols, 0, 1, act + act_at[i]);
+  }
+  if (quantize_ns != nullptr) *quantize_ns += NowNanos() - start;
+  // The matrices' groups in order, claimed as ForEachPackedItem claims one matrix's.
+  std::array<int64_t, kMax + 1> first{};  // first[i]: the index of matrix i's first group
+  for (size_t i = 0; i < w.size(); ++i) first[i + 1] = first[i] + (w[i]->rows + kPackRows - 1) / kPackRows;
+  const size_t n = w.size();
+  pool.ParallelForDynamic(first[n], 1, [&](int64_t i0, int64_t i1) {
+    size_t m = 0;
+    while (i0 < i1) {
+      while (first[m + 1] <= i0) ++m;
+      const QuantMatrix& wm = *w[m];
+      const int64_t g0 = i0 - first[m], g1 = std::min(i1, first[m + 1]) - first[m];
+      k.packed[KernelSlot(wm.type)](wm.data, wm.cols, act + act_at[m], 1, y[m], wm.rows, g0 * kPackRows,
+                                    std::min(wm.rows, g1 * kPackRows));
+      i0 = first[m] + g1;
+    }
+  });
   return Status::Ok();
 }
 

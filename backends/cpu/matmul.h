@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "backends/cpu/kernels.h"
@@ -33,6 +34,15 @@ Result<QuantMatrix> MakePackedQuantMatrix(GgmlType type, const void* data, int64
 // `quantize_ns` is given, the nanoseconds spent quantizing the activations are added to it (profiling).
 Status MatMul(const QuantMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
               const KernelTable* table = nullptr, int64_t* quantize_ns = nullptr);
+
+// Several matrices of one input (a layer's q, k and v): y[i] (n_tokens, w[i].rows) = x . w[i]^T, the
+// bits of MatMul on each. For one token and packed matrices of equal cols, the activations are quantized
+// once per weight type and every matrix's 16-row groups go to the pool in one parallel call (a decode
+// step's small products are otherwise short streams, each behind a fork and a join of its own); else
+// MatMul on each in turn.
+Status MatMulMany(std::span<const QuantMatrix* const> w, const float* x, int64_t n_tokens,
+                  std::span<float* const> y, ThreadPool& pool, const KernelTable* table = nullptr,
+                  int64_t* quantize_ns = nullptr);
 
 // True when MatMulSwiGLU can fuse gate and up: both packed, of one type and shape.
 bool CanFuseSwiGLU(const QuantMatrix& gate, const QuantMatrix& up);

@@ -255,5 +255,51 @@ TEST(Packed, SwiGluEqualsItsSteps) {
   EXPECT_NE(s.message().find("q4_k"), std::string::npos) << s.message();
 }
 
+// Several products of one input in one call give each product's bits (MatMul on the GGUF layout), for
+// a mix of weight types and row counts (q, k and v of a Q4_K_M layer: Q4_K, Q4_K, Q6_K; a Q8_0 one; a
+// matrix of fewer rows than a group), fused for one token and in turn for more, on 1, 2 and 3 threads.
+TEST(Packed, MatMulManyEqualsEachProduct) {
+  std::mt19937 rng(12);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  ThreadPool pool1(1), pool2(2), pool3(3);
+  constexpr int64_t kCols = 1536;
+  const std::vector<std::pair<GgmlType, int64_t>> shapes = {{GgmlType::kQ4_K, 200},
+                                                            {GgmlType::kQ4_K, 32},
+                                                            {GgmlType::kQ6_K, 32},
+                                                            {GgmlType::kQ8_0, 53},
+                                                            {GgmlType::kQ6_K, 7}};
+  std::vector<TwoLayouts> m;
+  for (const auto& [type, rows] : shapes) m.push_back(RandomMatrix(type, rows, kCols, rng));
+  std::vector<const QuantMatrix*> packed;
+  for (const TwoLayouts& t : m) packed.push_back(&t.packed);
+  for (int64_t n_tokens : {1, 5}) {
+    std::vector<float> x(static_cast<size_t>(n_tokens * kCols));
+    for (auto& v : x) v = g(rng);
+    for (ThreadPool* pool : {&pool1, &pool2, &pool3}) {
+      std::vector<std::vector<float>> want(m.size()), got(m.size());
+      std::vector<float*> outs;
+      for (size_t i = 0; i < m.size(); ++i) {
+        const size_t n = static_cast<size_t>(n_tokens * m[i].plain.rows);
+        want[i].assign(n, 0.0f);
+        got[i].assign(n, -1.0f);
+        ASSERT_TRUE(MatMul(m[i].plain, x.data(), n_tokens, want[i].data(), *pool).ok());
+        outs.push_back(got[i].data());
+      }
+      ASSERT_TRUE(MatMulMany(packed, x.data(), n_tokens, outs, *pool).ok());
+      for (size_t i = 0; i < m.size(); ++i) {
+        EXPECT_EQ(std::memcmp(want[i].data(), got[i].data(), want[i].size() * 4), 0)
+            << "matrix " << i << " " << GgmlTypeName(m[i].plain.type) << " tokens " << n_tokens << " threads "
+            << pool->size();
+      }
+    }
+  }
+  // A matrix count that does not match the outputs is refused by name.
+  std::vector<float> x(kCols), y(200);
+  float* one[] = {y.data()};
+  const Status s = MatMulMany(packed, x.data(), 1, one, pool1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("outputs"), std::string::npos) << s.message();
+}
+
 }  // namespace
 }  // namespace fak::cpu

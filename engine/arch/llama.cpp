@@ -171,9 +171,9 @@ class Llama final : public ArchInstance {
       const BoundWeight* w = layers_[static_cast<size_t>(l)].w;
       // Attention block.
       be_.RmsNorm(x, w[kAttnNorm], xn, eps);
-      be_.MatMul(w[kWq], xn, q);
-      be_.MatMul(w[kWk], xn, k);
-      be_.MatMul(w[kWv], xn, v);
+      const BoundWeight qkv_w[] = {w[kWq], w[kWk], w[kWv]};
+      const Tensor qkv_y[] = {q, k, v};
+      be_.MatMuls(xn, qkv_w, qkv_y);
       if (w[kBq].present()) be_.AddRow(q, w[kBq]);
       if (w[kBk].present()) be_.AddRow(k, w[kBk]);
       if (w[kBv].present()) be_.AddRow(v, w[kBv]);

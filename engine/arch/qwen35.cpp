@@ -477,15 +477,16 @@ class Hybrid final : public ArchInstance {
     const BoundWeight* w = layer.w;
     const Tensor qkv = qkv_.Rows(0, n), z = z_.Rows(0, n), core = core_.Rows(0, n), beta = b_.Rows(0, n),
                  alpha = a_.Rows(0, n);
-    be_.MatMul(w[kQkv], xn, qkv);
-    be_.MatMul(w[kZ], xn, z);
     if (w[kBa].present()) {  // per key head: b of its value heads, then a
       const Tensor ba = ba_.Rows(0, n);
-      be_.MatMul(w[kBa], xn, ba);
+      const BoundWeight in_w[] = {w[kQkv], w[kZ], w[kBa]};
+      const Tensor in_y[] = {qkv, z, ba};
+      be_.MatMuls(xn, in_w, in_y);
       be_.SplitHeads(ba, dn_.n_v_head / dn_.n_k_head, beta, alpha);
     } else {
-      be_.MatMul(w[kBeta], xn, beta);
-      be_.MatMul(w[kAlpha], xn, alpha);
+      const BoundWeight in_w[] = {w[kQkv], w[kZ], w[kBeta], w[kAlpha]};
+      const Tensor in_y[] = {qkv, z, beta, alpha};
+      be_.MatMuls(xn, in_w, in_y);
     }
     be_.DeltaNetConv(states, layer.delta_net, qkv, w[kConv]);
     be_.DeltaNetRule(states, layer.delta_net, qkv, beta, alpha, w[kSsmA], w[kDtBias], core);
