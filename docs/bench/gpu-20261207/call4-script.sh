@@ -6,6 +6,10 @@
 # op-by-op profile of pp512, all 64 layers, Q4_K_M, synthesized here during the rest), and fak's prefill
 # on the host CPU at 1 and 16 threads, alternating (the parallel-efficiency bar of the CPU scaling issue),
 # and decode at 16 threads: the thread pool's new join against the previous binary, and llama.cpp.
+# Carry: .cuda-run (scripts/test-cuda.sh pack, with bin/fak-prev added to its payload: fak built at
+# 77fd97f, the commit before the thread pool's new join and the fused q/k/v products) and .llama-cpu (llama.cpp
+# 0c1e570's CPU build with AVX-512 F/BW/VL/VNNI/BF16/VBMI and without AMX: llama-bench and the shared
+# libraries it loads, in llama-cpu.tar.xz under llama/); tests/fixtures/hf and models/ stay behind (size).
 set -u
 L=${LIMIT:-560}  # seconds the whole script may take (the guards below scale with it)
 FINAL=${OUT:-/tmp/out}; OUT=$FINAL/raw; mkdir -p $OUT
