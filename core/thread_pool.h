@@ -86,8 +86,9 @@ class ThreadPool {
     std::atomic<uint32_t> generation{0};
   };
   std::unique_ptr<DoneSlot[]> done_;
-  std::atomic<uint32_t> caller_waiting_{0};
-  std::atomic<uint32_t> wake_{0};
+  // On lines of their own: idle workers poll generation_, which a bump of wake_ would take from them.
+  alignas(64) std::atomic<uint32_t> caller_waiting_{0};
+  alignas(64) std::atomic<uint32_t> wake_{0};
   std::atomic<bool> stop_{false};
 };
 

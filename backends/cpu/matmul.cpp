@@ -177,55 +177,68 @@ Status MatMul(const QuantMatrix& w, const float* x, int64_t n_tokens, float* y, 
   return Status::Ok();
 }
 
-Status MatMulMany(std::span<const QuantMatrix* const> w, const float* x, int64_t n_tokens,
-                  std::span<float* const> y, ThreadPool& pool, const KernelTable* table,
+Status MatMulMany(std::span<const QuantMatrix* const> all_w, const float* x, int64_t n_tokens,
+                  std::span<float* const> all_y, ThreadPool& pool, const KernelTable* table,
                   int64_t* quantize_ns) {
-  if (w.size() != y.size()) return InvalidArgument("matmul: {} matrices for {} outputs", w.size(), y.size());
-  if (w.empty()) return Status::Ok();
+  if (all_w.size() != all_y.size()) {
+    return InvalidArgument("matmul: {} matrices for {} outputs", all_w.size(), all_y.size());
+  }
   const KernelTable& k = table != nullptr ? *table : Kernels();
+  // The products fused: one token, packed matrices of the first one's cols with kernels for their type
+  // (at most kMax); the rest go through MatMul one by one.
   constexpr size_t kMax = 8;
-  bool fuse = n_tokens == 1 && w.size() <= kMax && x != nullptr;
-  for (size_t i = 0; i < w.size() && fuse; ++i) {
-    fuse = w[i] != nullptr && w[i]->packed && w[i]->data != nullptr && y[i] != nullptr &&
-           w[i]->cols == w[0]->cols && k.packed[KernelSlot(w[i]->type)] != nullptr &&
-           k.quantize_packed[KernelSlot(w[i]->type)] != nullptr;
-  }
-  if (!fuse) {
-    for (size_t i = 0; i < w.size(); ++i) {
-      if (w[i] == nullptr) return InvalidArgument("matmul: matrix {} is null", i);
-      FAK_RETURN_IF_ERROR(MatMul(*w[i], x, n_tokens, y[i], pool, table, quantize_ns));
+  std::array<const QuantMatrix*, kMax> w{};
+  std::array<float*, kMax> y{};
+  std::array<size_t, kMax> at{};  // w[j] is all_w[at[j]]
+  size_t n = 0;
+  std::vector<size_t> rest;
+  for (size_t i = 0; i < all_w.size(); ++i) {
+    const QuantMatrix* m = all_w[i];
+    const bool fusable = n_tokens == 1 && x != nullptr && m != nullptr && m->packed && m->data != nullptr &&
+                         all_y[i] != nullptr && n < kMax && (n == 0 || m->cols == w[0]->cols) &&
+                         k.packed[KernelSlot(m->type)] != nullptr &&
+                         k.quantize_packed[KernelSlot(m->type)] != nullptr;
+    if (fusable) {
+      w[n] = m;
+      y[n] = all_y[i];
+      at[n++] = i;
+    } else {
+      rest.push_back(i);
     }
-    return Status::Ok();
   }
+  if (n == 1) {  // nothing to share
+    rest.push_back(at[0]);
+    n = 0;
+  }
+  for (const size_t i : rest) {
+    if (all_w[i] == nullptr) return InvalidArgument("matmul: matrix {} is null", i);
+    FAK_RETURN_IF_ERROR(MatMul(*all_w[i], x, n_tokens, all_y[i], pool, table, quantize_ns));
+  }
+  if (n == 0) return Status::Ok();
   // One token's activations for each weight type among the matrices (QuantizeForPacked's blocks for a
   // chunk of one token), made on this thread: a few hundred values each.
   const int64_t start = quantize_ns != nullptr ? NowNanos() : 0;
   const int64_t cols = w[0]->cols;
   static thread_local std::vector<uint8_t> buffer;
   std::array<size_t, kMax> act_at{};
+  std::array<bool, kMax> owner{};  // the first matrix of its type: quantizes for the others
   size_t bytes = 0;
-  for (size_t i = 0; i < w.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     size_t j = 0;
     while (j < i && w[j]->type != w[i]->type) ++j;
-    if (j < i) {
-      act_at[i] = act_at[j];
-      continue;
-    }
-    act_at[i] = bytes;
-    bytes += (PackedActivationBytes(w[i]->type, cols, 1) + 63) / 64 * 64;
+    owner[i] = j == i;
+    act_at[i] = owner[i] ? bytes : act_at[j];
+    if (owner[i]) bytes += (PackedActivationBytes(w[i]->type, cols, 1) + 63) / 64 * 64;
   }
   GrowTo(buffer, bytes + 64);
   uint8_t* act = buffer.data();
-  for (size_t i = 0; i < w.size(); ++i) {
-    size_t j = 0;
-    while (j < i && w[j]->type != w[i]->type) ++j;
-    if (j == i) k.quantize_packed[KernelSlot(w[i]->type)](x, cols, 0, 1, act + act_at[i]);
+  for (size_t i = 0; i < n; ++i) {
+    if (owner[i]) k.quantize_packed[KernelSlot(w[i]->type)](x, cols, 0, 1, act + act_at[i]);
   }
   if (quantize_ns != nullptr) *quantize_ns += NowNanos() - start;
   // The matrices' groups in order, claimed as ForEachPackedItem claims one matrix's.
   std::array<int64_t, kMax + 1> first{};  // first[i]: the index of matrix i's first group
-  for (size_t i = 0; i < w.size(); ++i) first[i + 1] = first[i] + (w[i]->rows + kPackRows - 1) / kPackRows;
-  const size_t n = w.size();
+  for (size_t i = 0; i < n; ++i) first[i + 1] = first[i] + (w[i]->rows + kPackRows - 1) / kPackRows;
   pool.ParallelForDynamic(first[n], 1, [&](int64_t i0, int64_t i1) {
     size_t m = 0;
     while (i0 < i1) {

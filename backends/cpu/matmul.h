@@ -36,10 +36,10 @@ Status MatMul(const QuantMatrix& w, const float* x, int64_t n_tokens, float* y, 
               const KernelTable* table = nullptr, int64_t* quantize_ns = nullptr);
 
 // Several matrices of one input (a layer's q, k and v): y[i] (n_tokens, w[i].rows) = x . w[i]^T, the
-// bits of MatMul on each. For one token and packed matrices of equal cols, the activations are quantized
-// once per weight type and every matrix's 16-row groups go to the pool in one parallel call (a decode
-// step's small products are otherwise short streams, each behind a fork and a join of its own); else
-// MatMul on each in turn.
+// bits of MatMul on each. For one token, the packed matrices among them (of the first one's cols) share
+// one parallel call: the activations are quantized once per weight type and every matrix's 16-row
+// groups go to the pool together (a decode step's small products are otherwise short streams, each
+// behind a fork and a join of its own); the others, and every matrix of a prompt, go through MatMul.
 Status MatMulMany(std::span<const QuantMatrix* const> w, const float* x, int64_t n_tokens,
                   std::span<float* const> y, ThreadPool& pool, const KernelTable* table = nullptr,
                   int64_t* quantize_ns = nullptr);

@@ -3,6 +3,7 @@
 // plain, and PackMatrix rejects what it cannot pack.
 #include "backends/cpu/packed.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -290,6 +291,15 @@ TEST(Packed, MatMulManyEqualsEachProduct) {
         EXPECT_EQ(std::memcmp(want[i].data(), got[i].data(), want[i].size() * 4), 0)
             << "matrix " << i << " " << GgmlTypeName(m[i].plain.type) << " tokens " << n_tokens << " threads "
             << pool->size();
+      }
+      // A matrix in the GGUF layout among them goes its own way; the packed ones still share a call.
+      std::vector<const QuantMatrix*> mixed = packed;
+      mixed[1] = &m[1].plain;
+      for (auto& v : got) std::fill(v.begin(), v.end(), -1.0f);
+      ASSERT_TRUE(MatMulMany(mixed, x.data(), n_tokens, outs, *pool).ok());
+      for (size_t i = 0; i < m.size(); ++i) {
+        EXPECT_EQ(std::memcmp(want[i].data(), got[i].data(), want[i].size() * 4), 0)
+            << "mixed layouts, matrix " << i << " tokens " << n_tokens << " threads " << pool->size();
       }
     }
   }
