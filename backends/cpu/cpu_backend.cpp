@@ -169,10 +169,10 @@ void CpuBackend::MatMul(BoundWeight w, Tensor x, Tensor y) {
 void CpuBackend::MatMuls(Tensor x, std::span<const BoundWeight> w, std::span<const Tensor> y) {
   if (!error_.ok()) return;
   constexpr size_t kMax = 8;
-  // More than one row: the products one by one (MatMulMany would do the same), each in the profile.
   if (w.size() != y.size()) {
     return Fail(InvalidArgument("matmuls: {} matrices for {} outputs", w.size(), y.size()));
   }
+  // More than one row: the products one by one (MatMulMany would do the same), each in the profile.
   if (x.rows != 1 || w.size() > kMax) return Backend::MatMuls(x, w, y);
   std::array<const cpu::QuantMatrix*, kMax> mats{};
   std::array<float*, kMax> outs{};
