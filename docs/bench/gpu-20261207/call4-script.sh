@@ -1,8 +1,9 @@
 #!/bin/bash
 # Call 4 (call 3's measurements, which did not run, with two more): the one-row products' bytes in
-# flight (FAK_CUDA_MATVEC_AHEAD / FAK_CUDA_MATVEC_OCC: the bit tests with both set, the kernel bench at
-# the short-row and output shapes, tg128 of the 1.5B Q4_K_M / Q8_0 and 7B Q4_K_M files under each
-# setting, alternating); ncu of the decode attention kernel; then where a 27B hybrid prefill goes (the
+# flight (FAK_CUDA_MATVEC_AHEAD / FAK_CUDA_MATVEC_OCC, and the whole-row kernel's asynchronous form with
+# 3 or 5 stages, FAK_CUDA_MATVEC_ASYNC: the bit tests, the kernel bench at the short-row and output
+# shapes, tg128 of the 1.5B Q4_K_M and 7B Q4_K_M files under each setting, alternating, the 1.5B Q8_0
+# in the first round); ncu of the decode attention kernel; then where a 27B hybrid prefill goes (the
 # op-by-op profile of pp512, all 64 layers, Q4_K_M, synthesized here during the rest), and fak's prefill
 # on the host CPU at 1 and 16 threads, alternating (the parallel-efficiency bar of the CPU scaling issue),
 # and decode at 16 threads: the thread pool's new join against the previous binary, and llama.cpp.
@@ -41,6 +42,7 @@ SH="$SH --shape 7b-gate-up:18944+18944x3584 --shape 7b-down:3584x18944 --shape 7
 SH="$SH --shape 27b-gate-up:17408+17408x5120 --shape 27b-down:5120x17408"
 ST="--setting FAK_CUDA_MATVEC_AHEAD=2 --setting FAK_CUDA_MATVEC_AHEAD=4 --setting FAK_CUDA_MATVEC_AHEAD=8"
 ST="$ST --setting FAK_CUDA_MATVEC_OCC=1 --setting FAK_CUDA_MATVEC_OCC=1,FAK_CUDA_MATVEC_AHEAD=4"
+ST="$ST --setting FAK_CUDA_MATVEC_ASYNC=3 --setting FAK_CUDA_MATVEC_ASYNC=5"
 timeout $((L * 25 / 100)) $F bench kernels --backend cuda --batch 1 --seconds 0.05 --rounds 2 --type q4_k --type q6_k --type q8_0 $SH $ST > $OUT/kernels.txt 2>&1
 log kernels rc=$?
 while [ ! -f $M/q7.done ] && [ $(el) -lt $((L * 27 / 100)) ]; do sleep 1; done
@@ -48,17 +50,21 @@ for r in 1 2; do
   [ $(el) -gt $((L * 48 / 100)) ] && break
   for m in q4 q7 q8; do
     [ -f $M/$m.gguf ] || continue; [ $m = q7 ] && [ ! -f $M/q7.done ] && continue
-    for v in 1,0 4,0 1,1 4,1; do
+    [ $m = q8 ] && [ $r = 2 ] && continue
+    for v in 1,0,0 4,0,0 1,1,0 1,0,3 1,0,5; do
       [ $(el) -gt $((L * 52 / 100)) ] && break 3
-      a=${v%,*}; o=${v#*,}
-      FAK_CUDA_MATVEC_AHEAD=$a FAK_CUDA_MATVEC_OCC=$o timeout 40 $F bench -m $M/$m.gguf --backend cuda -p 0 -n 128 -r 2 > $OUT/b-$m-a$a-o$o-r$r.txt 2>&1
-      log $m ahead=$a occ=$o r$r $(grep -E 'tg128' $OUT/b-$m-a$a-o$o-r$r.txt | awk -F'|' '{printf "%s %s %s;", $8, $9, $10}')
+      a=${v%%,*}; o=${v#*,}; o=${o%,*}; y=${v##*,}
+      FAK_CUDA_MATVEC_AHEAD=$a FAK_CUDA_MATVEC_OCC=$o FAK_CUDA_MATVEC_ASYNC=$y timeout 40 $F bench -m $M/$m.gguf --backend cuda -p 0 -n 128 -r 2 > $OUT/b-$m-a$a-o$o-s$y-r$r.txt 2>&1
+      log $m ahead=$a occ=$o async=$y r$r $(grep -E 'tg128' $OUT/b-$m-a$a-o$o-s$y-r$r.txt | awk -F'|' '{printf "%s %s %s;", $8, $9, $10}')
     done
   done
 done
 if command -v ncu > /dev/null && [ $L -ge 540 ]; then
   timeout 50 ncu --clock-control none --kernel-name regex:AttentionMma --launch-skip 100 --launch-count 3 --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats --section InstructionStats $F bench -m $M/q4.gguf --backend cuda -p 0 -n 16 -r 1 > $OUT/ncu-attn.txt 2>&1
   log ncu attention rc=$?
+  # The whole-row product on the 7B file (gate/up and down at Q4_K, Q6_K rows): where its warps wait.
+  [ -f $M/q7.done ] && timeout 45 ncu --clock-control none --kernel-name regex:MatVecRows --launch-skip 300 --launch-count 4 --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats $F bench -m $M/q7.gguf --backend cuda -p 0 -n 8 -r 1 > $OUT/ncu-rows-q7.txt 2>&1
+  log ncu rows rc=$?
 fi
 rm -f $M/q7.gguf
 while [ ! -f $M/h27.done ] && [ $(el) -lt $((L - 110)) ]; do sleep 2; done
