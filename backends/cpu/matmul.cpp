@@ -191,7 +191,6 @@ Status MatMulMany(std::span<const QuantMatrix* const> all_w, const float* x, int
   std::array<float*, kMax> y{};
   std::array<size_t, kMax> at{};  // w[j] is all_w[at[j]]
   size_t n = 0;
-  std::vector<size_t> rest;
   for (size_t i = 0; i < all_w.size(); ++i) {
     const QuantMatrix* m = all_w[i];
     const bool fusable = n_tokens == 1 && x != nullptr && m != nullptr && m->packed && m->data != nullptr &&
@@ -202,15 +201,14 @@ Status MatMulMany(std::span<const QuantMatrix* const> all_w, const float* x, int
       w[n] = m;
       y[n] = all_y[i];
       at[n++] = i;
-    } else {
-      rest.push_back(i);
     }
   }
-  if (n == 1) {  // nothing to share
-    rest.push_back(at[0]);
-    n = 0;
-  }
-  for (const size_t i : rest) {
+  if (n == 1) n = 0;                                  // nothing to share
+  for (size_t i = 0, j = 0; i < all_w.size(); ++i) {  // the others (at[] is increasing)
+    if (j < n && at[j] == i) {
+      ++j;
+      continue;
+    }
     if (all_w[i] == nullptr) return InvalidArgument("matmul: matrix {} is null", i);
     FAK_RETURN_IF_ERROR(MatMul(*all_w[i], x, n_tokens, all_y[i], pool, table, quantize_ns));
   }
