@@ -63,13 +63,10 @@ Result<BoundWeight> CudaBackend::BindMatrix(const Weight& w) {
   FAK_RETURN_IF_ERROR(
       CudaStatus(cudaMemcpy(q, h.q.data(), h.q.size(), cudaMemcpyHostToDevice), "weight upload"));
   if (!h.d.empty()) {
-    // In whole 16-byte units, the rest zeros: a kernel may copy the aligned word or chunk that holds the
-    // last scale (matvec_rows.cu).
-    const size_t bytes = h.d.size() * 2, padded = (bytes + 15) / 16 * 16;
-    FAK_ASSIGN_OR_RETURN(void* d, DeviceAlloc(padded, "weight scales"));
+    FAK_ASSIGN_OR_RETURN(void* d, DeviceAlloc(h.d.size() * 2, "weight scales"));
     m.d = static_cast<const uint16_t*>(d);
-    FAK_RETURN_IF_ERROR(CudaStatus(cudaMemset(d, 0, padded), "scale upload"));
-    FAK_RETURN_IF_ERROR(CudaStatus(cudaMemcpy(d, h.d.data(), bytes, cudaMemcpyHostToDevice), "scale upload"));
+    FAK_RETURN_IF_ERROR(
+        CudaStatus(cudaMemcpy(d, h.d.data(), h.d.size() * 2, cudaMemcpyHostToDevice), "scale upload"));
   }
   matrices_.push_back(m);
   if (GroupFor(m.format) == kKQuantGroup) shadow_group_ = kKQuantGroup;

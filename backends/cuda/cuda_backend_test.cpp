@@ -545,22 +545,17 @@ TEST(CudaOps, MatMulRowsAreBitIdenticalAloneAndInABatch) {
   // Both forms of the one-row product: warps on whole rows (matvec_rows.cu; rows of four pieces by one,
   // two or four warps each) and four warps per long row (matvec.cu); batches of 16 rows or more by the
   // GEMM with four or eight warps a tile (gemm.cu).
-  // The whole-row kernel also in its asynchronous form (FAK_CUDA_MATVEC_ASYNC stages).
   const struct {
     const char* rows_kernel;
     const char* split;
     const char* gemm_warps;
-    const char* stages;
-  } forms[] = {{"1", "1", "4", "0"}, {"1", "2", "4", "0"}, {"1", "4", "4", "0"}, {"0", "", "4", "0"},
-               {"1", "", "8", "0"},  {"1", "1", "4", "3"}, {"1", "2", "4", "5"}, {"1", "4", "4", "3"}};
+  } forms[] = {{"1", "1", "4"}, {"1", "2", "4"}, {"1", "4", "4"}, {"0", "", "4"}, {"1", "", "8"}};
   for (const auto& form : forms)
     for (const auto& c : cases) {
       const ScopedEnv rows_env("FAK_CUDA_MATVEC_ROWS", form.rows_kernel),
-          split_env("FAK_CUDA_MATVEC_SPLIT", form.split), gemm_env("FAK_CUDA_GEMM_WARPS", form.gemm_warps),
-          async_env("FAK_CUDA_MATVEC_ASYNC", form.stages);
+          split_env("FAK_CUDA_MATVEC_SPLIT", form.split), gemm_env("FAK_CUDA_GEMM_WARPS", form.gemm_warps);
       SCOPED_TRACE(std::string(GgmlTypeName(c.type)) + " cols=" + std::to_string(c.cols) + " rows kernel " +
-                   form.rows_kernel + ", warps per row " + form.split + ", GEMM warps " + form.gemm_warps +
-                   ", stages " + form.stages);
+                   form.rows_kernel + ", warps per row " + form.split + ", GEMM warps " + form.gemm_warps);
       const TestMatrix m = MakeMatrix(c.type, rows, c.cols, 3);
       auto w = be.gpu->BindMatrix(m.weight());
       ASSERT_TRUE(w.ok());
@@ -591,9 +586,7 @@ TEST(CudaOps, LargeMatrixRowsAreBitIdenticalAloneAndInABatch) {
   ASSERT_TRUE(be.gpu);
   const int64_t n = 32;
   // Rows enough that each warp of the whole-row kernel (matvec_rows.cu) takes several, one warp a row:
-  // Q8_0 one round a row, Q4_K three (the last partial), Q6_K two; by its register form and by its
-  // asynchronous form with three and five stages (FAK_CUDA_MATVEC_ASYNC), whose copies run ahead across
-  // rows and rounds.
+  // Q8_0 one round a row, Q4_K three (the last partial), Q6_K two.
   const struct {
     GgmlType type;
     int64_t rows, cols;
@@ -606,19 +599,16 @@ TEST(CudaOps, LargeMatrixRowsAreBitIdenticalAloneAndInABatch) {
     auto run = [&](int64_t first, int64_t count) {
       return MatMulRows(*be.gpu, *w, xv, first, count, c.rows, c.cols);
     };
-    for (const char* stages : {"0", "3", "5"}) {
-      const ScopedEnv async_env("FAK_CUDA_MATVEC_ASYNC", stages);
-      SCOPED_TRACE(std::string(GgmlTypeName(c.type)) + " " + std::to_string(c.rows) + "x" +
-                   std::to_string(c.cols) + ", stages " + stages);
-      for (const int64_t batch : {int64_t{8}, int64_t{16}, n}) {
-        const std::vector<float> all = run(0, batch);
-        int64_t differ = 0;
-        for (int64_t r = 0; r < batch; ++r) {
-          differ += std::memcmp(&all[static_cast<size_t>(r * c.rows)], run(r, 1).data(),
-                                static_cast<size_t>(c.rows) * 4) != 0;
-        }
-        EXPECT_EQ(differ, 0) << differ << " of " << batch << " rows differ from the same row alone";
+    SCOPED_TRACE(std::string(GgmlTypeName(c.type)) + " " + std::to_string(c.rows) + "x" +
+                 std::to_string(c.cols));
+    for (const int64_t batch : {int64_t{8}, int64_t{16}, n}) {
+      const std::vector<float> all = run(0, batch);
+      int64_t differ = 0;
+      for (int64_t r = 0; r < batch; ++r) {
+        differ += std::memcmp(&all[static_cast<size_t>(r * c.rows)], run(r, 1).data(),
+                              static_cast<size_t>(c.rows) * 4) != 0;
       }
+      EXPECT_EQ(differ, 0) << differ << " of " << batch << " rows differ from the same row alone";
     }
   }
 }

@@ -159,14 +159,13 @@ TEST(CudaModel, DecodeIsBitIdenticalAloneAndInABatchOfEight) {
     const char* tails;
     const char* rows;
     const char* gemm_warps;
-    const char* stages;  // the whole-row kernel's asynchronous form (FAK_CUDA_MATVEC_ASYNC)
-  } modes[] = {{"0", "1", "4", "0"}, {"0", "0", "8", "0"}, {"1", "0", "4", "0"}, {"0", "1", "4", "5"}};
+  } modes[] = {{"0", "1", "4"}, {"0", "0", "8"}, {"1", "0", "4"}};
   for (const auto& mode : modes) {
     for (WeightQuant quant : {WeightQuant::kKeep, WeightQuant::kQ8_0}) {
       const ScopedEnv tails_env("FAK_CUDA_TAILS", mode.tails), rows_env("FAK_CUDA_MATVEC_ROWS", mode.rows),
-          gemm_env("FAK_CUDA_GEMM_WARPS", mode.gemm_warps), async_env("FAK_CUDA_MATVEC_ASYNC", mode.stages);
+          gemm_env("FAK_CUDA_GEMM_WARPS", mode.gemm_warps);
       SCOPED_TRACE(std::string(WeightQuantName(quant)) + " tails " + mode.tails + " rows kernel " +
-                   mode.rows + " GEMM warps " + mode.gemm_warps + " stages " + mode.stages);
+                   mode.rows + " GEMM warps " + mode.gemm_warps);
       auto m = LoadFor("../shared/fixtures/llamacpp-tiny/tiny-llama-q4_k_m.gguf", quant, true);
       ASSERT_TRUE(m.ok()) << m.status().ToString();
       auto rt = Runtime::Create(

@@ -30,9 +30,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
-#include <type_traits>
 
-#include "backends/cuda/async_copy.cuh"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/pdl.cuh"
 #include "backends/cuda/qblock.cuh"
@@ -49,7 +47,7 @@ struct Staged {
   const int* s;
 };
 
-__device__ __forceinline__ int4 Shared16(const void* p) { return *reinterpret_cast<const int4*>(p); }
+__device__ __forceinline__ int4 Shared16(const int8_t* p) { return *reinterpret_cast<const int4*>(p); }
 
 // Each format, for a lane that takes blocks b = 8g + j2 and b + 1 of segment g = 8r + gl in round r of a
 // row (j2 = 2 (lane % 4), gl = lane / 4):
@@ -61,7 +59,9 @@ __device__ __forceinline__ int4 Shared16(const void* p) { return *reinterpret_ca
 //   SegTerm the segment's term from the sums over its four lanes.
 struct RowsQ8_0 {
   static constexpr bool kSegInt = false;
-  static constexpr int kMinBlocks = 5;  // blocks a multiprocessor holds (registers: at most 96 a thread)
+  // Blocks a multiprocessor holds (the launch bounds: registers at most 96 a thread), with one warp a
+  // row and with several.
+  static constexpr int kMinBlocksWhole = 5, kMinBlocks = 5;
   struct At {
     const uint8_t* q;
     const uint16_t* d;
@@ -85,30 +85,6 @@ struct RowsQ8_0 {
     if (b + 1 < nb) x.a2 = Load16(wp + 32), x.a3 = Load16(wp + 48), x.d1 = __ldg(dp + 1);
     return x;
   }
-  // The asynchronous form (MatVecRowsKernel with stages): a round's bytes copied to the lane's part of a
-  // stage in shared memory, read back when computed. A stage holds kChunks 16-byte chunks a lane (chunk c
-  // of lane l at 512 c + 16 l: a warp's reads of a chunk are conflict-free) and then, if kWords, one more
-  // chunk with the lane's 4-byte words.
-  // The block scales d0, d1 are one aligned word (nb even: the launch sees to it).
-  static constexpr int kChunks = 4, kWords = 1;
-  static __device__ __forceinline__ void Copy(const At& at, int r, int g, int j2, int nb, uint8_t* st) {
-    const int b = 8 * g + j2;
-    const uint8_t* wp = at.q + r * (64 * 32);
-    if (b < nb) {
-      CopyAsync16(st, wp), CopyAsync16(st + 512, wp + 16);
-      CopyAsync4(st + 4 * 512, at.d + r * 64);
-    }
-    if (b + 1 < nb) CopyAsync16(st + 2 * 512, wp + 32), CopyAsync16(st + 3 * 512, wp + 48);
-  }
-  static __device__ __forceinline__ Raw Read(const uint8_t* st, const At&) {
-    const auto w = *reinterpret_cast<const uint32_t*>(st + 4 * 512);
-    return Raw{Shared16(st),
-               Shared16(st + 512),
-               Shared16(st + 2 * 512),
-               Shared16(st + 3 * 512),
-               static_cast<uint16_t>(w & 0xFFFF),
-               static_cast<uint16_t>(w >> 16)};
-  }
   static __device__ __forceinline__ void Terms(const Raw& r, const Lane&, const Staged& x, int b, int nb,
                                                float* t0, float* t1) {
     const int8_t* xp = x.q + b * 32;
@@ -129,7 +105,7 @@ struct RowsQ8_0 {
 // qs[32j .. 32j + 32].
 struct RowsQ4_K {
   static constexpr bool kSegInt = true;
-  static constexpr int kMinBlocks = 7;  // at most 72 registers
+  static constexpr int kMinBlocksWhole = 8, kMinBlocks = 7;  // at most 64 and 72 registers
   struct At {
     const uint8_t* head;  // the super-block's 16-byte header: d, dmin, 12 bytes of scales and mins
     const uint8_t* nib;   // the lane's 32 bytes of nibbles
@@ -156,15 +132,6 @@ struct RowsQ4_K {
   static __device__ __forceinline__ Raw Fetch(const At& at, int r, int, int, int) {
     const int off = r * (8 * 144);
     return Raw{Load16(at.head + off), Load16(at.nib + off), Load16(at.nib + off + 16)};
-  }
-  static constexpr int kChunks = 3, kWords = 0;
-  static __device__ __forceinline__ void Copy(const At& at, int r, int, int, int, uint8_t* st) {
-    const int off = r * (8 * 144);
-    CopyAsync16(st, at.head + off), CopyAsync16(st + 512, at.nib + off),
-        CopyAsync16(st + 2 * 512, at.nib + off + 16);
-  }
-  static __device__ __forceinline__ Raw Read(const uint8_t* st, const At&) {
-    return Raw{Shared16(st), Shared16(st + 512), Shared16(st + 2 * 512)};
   }
   static __device__ __forceinline__ void Parts(const Raw& r, const Lane& ln, const Staged& x, int b, int* s1,
                                                int* s2, float* d, float* dmin) {
@@ -198,7 +165,8 @@ struct RowsQ4_K {
 // and its scales at scales[2s], scales[2s + 1]; blocks 2j and 2j + 1 share n, the nibble and qh.
 struct RowsQ6_K {
   static constexpr bool kSegInt = true;
-  static constexpr int kMinBlocks = 4;  // at most 128 registers
+  static constexpr int kMinBlocksWhole = 5,
+                       kMinBlocks = 4;  // at most 102 (10 bytes spilled) and 128 registers
   struct At {
     const uint8_t* ql;
     const uint8_t* qh;
@@ -232,32 +200,6 @@ struct RowsQ6_K {
                __ldg(reinterpret_cast<const uint32_t*>(at.sc + off)),
                __ldg(at.d + 8 * r)};
   }
-  // The super-block's scale d is a 2-byte value: the aligned word holding it is copied (scale arrays are
-  // allocated in whole 16-byte units, so the word never reaches past one) and its half chosen on reading.
-  static constexpr int kChunks = 6, kWords = 2;
-  static __device__ __forceinline__ void Copy(const At& at, int r, int, int, int, uint8_t* st) {
-    const int off = r * (8 * 208);
-    const uint8_t* ql = at.ql + off;
-#pragma unroll
-    for (int c = 0; c < 4; ++c) CopyAsync16(st + c * 512, ql + 16 * c);
-    CopyAsync16(st + 4 * 512, at.qh + off), CopyAsync16(st + 5 * 512, at.qh + off + 16);
-    CopyAsync4(st + 6 * 512, at.sc + off);
-    const auto dw = reinterpret_cast<uintptr_t>(at.d + 8 * r);
-    CopyAsync4(st + 6 * 512 + 4, reinterpret_cast<const void*>(dw & ~uintptr_t{3}));
-  }
-  // `at` only for which half of the copied word is d.
-  static __device__ __forceinline__ Raw Read(const uint8_t* st, const At& at) {
-    const auto dword = *reinterpret_cast<const uint32_t*>(st + 6 * 512 + 4);
-    const bool upper = (reinterpret_cast<uintptr_t>(at.d) & 2) != 0;
-    return Raw{Shared16(st),
-               Shared16(st + 512),
-               Shared16(st + 2 * 512),
-               Shared16(st + 3 * 512),
-               Shared16(st + 4 * 512),
-               Shared16(st + 5 * 512),
-               *reinterpret_cast<const uint32_t*>(st + 6 * 512),
-               static_cast<uint16_t>(upper ? dword >> 16 : dword & 0xFFFF)};
-  }
   static __device__ __forceinline__ void Parts(const Raw& r, const Lane& ln, const Staged& x, int b, int* s1,
                                                int*, float* d, float*) {
     *d = HalfBits(r.d);
@@ -287,35 +229,18 @@ struct RowsQ6_K {
 // an int per block.
 __host__ __device__ constexpr int StagedBytes(int cols) { return (cols + 15) / 16 * 16 + cols / 32 * 8; }
 
-// The asynchronous form's shared memory: a warp's stage (a round's bytes, F's Copy and Read), and the
-// block's whole, the activations then kStages stages a warp.
-template <class F>
-__host__ __device__ constexpr int StageBytes() {
-  return (F::kChunks + (F::kWords > 0 ? 1 : 0)) * 512;
-}
-template <class F, int kStages>
-__host__ __device__ constexpr int SharedBytes(int cols) {
-  return kStages == 0 ? StagedBytes(cols)
-                      : (StagedBytes(cols) + 15) / 16 * 16 + kWarps * kStages * StageBytes<F>();
-}
-
 // kW warps per row (1, 2 or 4; more than 1 only for rows of four pieces): warp w of a block takes row
 // slot w / kW and, of that row, pieces [(w % kW) 4 / kW, (w % kW + 1) 4 / kW); its pieces' sums go
 // through shared memory and one lane adds the row's four in order, as a warp with the whole row does.
 //
-// `ahead` (at least 1): a warp's rows are prefetched to L2 that many of its rows before it computes them,
-// the first `ahead` before the wait for the previous kernel. Bytes in flight are what a short row's
-// product is bound by: with one row ahead, a warp has the one row it fetches into registers in flight.
-//
-// kStages > 0 (the asynchronous form): a warp's rounds, row after row, are copied into a ring of kStages
-// stages in shared memory by cp.async, kStages - 1 rounds ahead of the one computed, instead of one
-// round ahead into registers; the first copies are issued before the wait for the previous kernel
-// (weights no kernel writes). A lane reads back only what it copied itself, so waiting for its own copy
-// groups is all the synchronization it needs; a stage is copied into again only after the values read
-// from it were used. The same Raw, so the same terms in the same order: the same bits.
-template <class F, int kW, int kExtra, int kStages>
-__global__ void __launch_bounds__(kWarps * 32, F::kMinBlocks + kExtra)
-    MatVecRowsKernel(MatVecJob job, Q8Act xq, int total_rows, int ahead) {
+// A warp's row is prefetched to L2 before the wait for the previous kernel, and its next row as it
+// begins one. One warp a row has one block more a multiprocessor than several (kMinBlocksWhole): for
+// Q4_K and Q6_K that was up to 10% faster on an H100 (docs/bench/gpu.md, 2026-12-07), for Q8_0 up to 7%
+// slower. Prefetching rows further ahead, and copying rounds ahead into shared memory with cp.async
+// instead of into registers, were measured too and were slower everywhere.
+template <class F, int kW>
+__global__ void __launch_bounds__(kWarps * 32, kW == 1 ? F::kMinBlocksWhole : F::kMinBlocks)
+    MatVecRowsKernel(MatVecJob job, Q8Act xq, int total_rows) {
   static_assert(kW == 1 || kW == 2 || kW == 4, "a row's four pieces split evenly among its warps");
   constexpr int kSlots = kWarps / kW;  // rows a block computes at once
   extern __shared__ __align__(16) uint8_t staged_bytes[];
@@ -353,44 +278,10 @@ __global__ void __launch_bounds__(kWarps * 32, F::kMinBlocks + kExtra)
     const auto* ps = reinterpret_cast<const uint8_t*>(job.w[k].d) + o * sbytes;
     for (int off = lane * 128; off < sbytes; off += 32 * 128) PrefetchL2(ps + off);
   };
-  auto prefetch_row = [&](int r) {
-    if (r >= total_rows) return;
-    int pk = 0, po = 0;
-    locate(r, &pk, &po);
-    prefetch(pk, po);
-  };
   int k = 0, o = 0;
   if (row < total_rows) {
     locate(row, &k, &o);
     prefetch(k, o);
-    for (int i = 1; i < ahead; ++i) prefetch_row(row + i * stride);
-  }
-
-  // The asynchronous form's producer: the next round to copy (row prow, round pr) and its stage ps.
-  constexpr int kStageBytes = kStages > 0 ? StageBytes<F>() : 0;
-  uint8_t* stages =
-      staged_bytes + (StagedBytes(cols) + 15) / 16 * 16 + warp * (kStages * kStageBytes) + lane * 16;
-  int prow = row, pr = 0, ps = 0, cs = 0;
-  typename F::At pat{};
-  auto produce = [&] {
-    if (prow < total_rows && 8 * pr + gl < len)
-      F::Copy(pat, pr, seg0 + 8 * pr + gl, j2, nb, stages + ps * kStageBytes);
-    CopyCommit();
-    ps = ps + 1 == kStages ? 0 : ps + 1;
-    if (prow < total_rows && ++pr == rounds) {
-      pr = 0;
-      prow += stride;
-      if (prow < total_rows) {
-        int pk = 0, po = 0;
-        locate(prow, &pk, &po);
-        pat = F::Start(job.w[pk], po, seg0 + gl, j2, nb);
-      }
-    }
-  };
-  if constexpr (kStages > 0) {
-    if (row < total_rows) pat = F::Start(job.w[k], o, seg0 + gl, j2, nb);
-#pragma unroll 1
-    for (int i = 0; i + 1 < kStages; ++i) produce();
   }
   AfterPrevious();
 
@@ -413,7 +304,7 @@ __global__ void __launch_bounds__(kWarps * 32, F::kMinBlocks + kExtra)
   const typename F::Lane fl = F::LaneOf(j2);
   typename F::At at = F::Start(job.w[k], o, seg0 + gl, j2, nb);
   typename F::Raw cur{};
-  if (kStages == 0 && row < total_rows && gl < len) cur = F::Fetch(at, 0, seg0 + gl, j2, nb);
+  if (row < total_rows && gl < len) cur = F::Fetch(at, 0, seg0 + gl, j2, nb);
   int parity = 0, turn = 0;
   while (true) {
     // The warp's next row: where it is, its weights to L2 now, its first round fetched in this row's last.
@@ -422,22 +313,16 @@ __global__ void __launch_bounds__(kWarps * 32, F::kMinBlocks + kExtra)
     typename F::At nat{};
     if (nrow < total_rows) {
       locate(nrow, &nk, &no);
-      if (ahead == 1) prefetch(nk, no);  // the row found just now: no second search
+      prefetch(nk, no);
       nat = F::Start(job.w[nk], no, seg0 + gl, j2, nb);
     }
-    if (ahead > 1) prefetch_row(row + ahead * stride);
     float* piece_sum = piece_all[turn][slot];
     float acc = 0.0f, total = 0.0f;
     int p = 0, end = begin1, end2 = begin2, end3 = begin3;
     for (int r = 0; r < rounds && row < total_rows; ++r) {
       const int g = seg0 + 8 * r + gl;  // the lane's segment
       typename F::Raw nxt{};
-      if constexpr (kStages > 0) {
-        produce();
-        CopyWait<kStages - 1>();
-        cur = F::Read(stages + cs * kStageBytes, at);
-        cs = cs + 1 == kStages ? 0 : cs + 1;
-      } else if (r + 1 < rounds) {
+      if (r + 1 < rounds) {
         if (8 * (r + 1) + gl < len) nxt = F::Fetch(at, r + 1, g + 8, j2, nb);
       } else if (nrow < total_rows && gl < len) {
         nxt = F::Fetch(nat, 0, seg0 + gl, j2, nb);
@@ -490,7 +375,7 @@ __global__ void __launch_bounds__(kWarps * 32, F::kMinBlocks + kExtra)
           acc = __fadd_rn(acc, sums[s]);
         }
       }
-      if constexpr (kStages == 0) cur = nxt;
+      cur = nxt;
     }
     if constexpr (kW == 1) {
       total = p == 0 ? acc : __fadd_rn(total, acc);
@@ -516,22 +401,16 @@ __global__ void __launch_bounds__(kWarps * 32, F::kMinBlocks + kExtra)
 
 // Blocks of the kernel one multiprocessor holds with the activations of `cols` staged: asked of the
 // occupancy API once per width (MatVecRowsTakes and the launch both need it).
-template <class F, int kW, int kExtra, int kStages>
+template <class F, int kW>
 int BlocksPerSm(int cols) {
   static std::mutex mu;
   static std::map<int, int> known;
   const std::lock_guard<std::mutex> lock(mu);
   const auto it = known.find(cols);
   if (it != known.end()) return it->second;
-  if (known.empty() && SharedBytes<F, kStages>(kMatVecRowsMaxCols) > 48 * 1024) {  // once, before any launch
-    cudaFuncSetAttribute(MatVecRowsKernel<F, kW, kExtra, kStages>,
-                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         SharedBytes<F, kStages>(kMatVecRowsMaxCols));
-  }
   int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, MatVecRowsKernel<F, kW, kExtra, kStages>,
-                                                    kWarps * 32,
-                                                    SharedBytes<F, kStages>(cols)) != cudaSuccess) {
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, MatVecRowsKernel<F, kW>, kWarps * 32,
+                                                    StagedBytes(cols)) != cudaSuccess) {
     cudaGetLastError();
     per_sm = 1;
   }
@@ -539,53 +418,20 @@ int BlocksPerSm(int cols) {
 }
 
 // Resident warps of the format's kernel for rows of `cols`.
-template <class F, int kW = 1, int kExtra = 0, int kStages = 0>
+template <class F, int kW = 1>
 int64_t ResidentWarps(int cols) {
-  return int64_t{kWarps} * BlocksPerSm<F, kW, kExtra, kStages>(cols) * std::max(1, MultiprocessorCount());
+  return int64_t{kWarps} * BlocksPerSm<F, kW>(cols) * std::max(1, MultiprocessorCount());
 }
 
 int WarpsPerRow(int64_t rows, int64_t cols, int64_t resident);  // below
 
-// How many of its rows ahead a warp prefetches to L2 (the kernel's `ahead`). FAK_CUDA_MATVEC_AHEAD=N
-// sets it (1 to 16).
-int RowsAhead() {
-  if (const char* v = std::getenv("FAK_CUDA_MATVEC_AHEAD"); v != nullptr && v[0] != '\0') {
-    return std::clamp(std::atoi(v), 1, 16);
-  }
-  return 1;
-}
-
-// Stages of the asynchronous form (MatVecRowsKernel): FAK_CUDA_MATVEC_ASYNC=3 or 5; 0 (the default), the
-// register form.
-int AsyncStages() {
-  if (const char* v = std::getenv("FAK_CUDA_MATVEC_ASYNC"); v != nullptr && v[0] != '\0') {
-    const int n = std::atoi(v);
-    return n <= 0 ? 0 : n <= 3 ? 3 : 5;
-  }
-  return 0;
-}
-
-template <class F, int kW, int kExtra, int kStages>
+template <class F, int kW>
 cudaError_t LaunchRowsW(const MatVecJob& job, Q8Act xq, int64_t rows, cudaStream_t s) {
   const int cols = static_cast<int>(job.w[0].cols);
   constexpr int kSlots = kWarps / kW;
-  const int64_t blocks =
-      std::min((rows + kSlots - 1) / kSlots, ResidentWarps<F, kW, kExtra, kStages>(cols) / kWarps);
-  return Launch(MatVecRowsKernel<F, kW, kExtra, kStages>, dim3(static_cast<unsigned>(blocks)), kWarps * 32,
-                SharedBytes<F, kStages>(cols), s, job, xq, static_cast<int>(rows), RowsAhead());
-}
-
-template <class F, int kStages>
-cudaError_t LaunchRowsS(const MatVecJob& job, Q8Act xq, int64_t rows, int warps_per_row, cudaStream_t s) {
-  switch (warps_per_row) {
-    case 4: return LaunchRowsW<F, 4, 0, kStages>(job, xq, rows, s);
-    case 2: return LaunchRowsW<F, 2, 0, kStages>(job, xq, rows, s);
-    default: {
-      const char* v = std::getenv("FAK_CUDA_MATVEC_OCC");  // one block more a multiprocessor
-      return v != nullptr && v[0] == '1' ? LaunchRowsW<F, 1, 1, kStages>(job, xq, rows, s)
-                                         : LaunchRowsW<F, 1, 0, kStages>(job, xq, rows, s);
-    }
-  }
+  const int64_t blocks = std::min((rows + kSlots - 1) / kSlots, ResidentWarps<F, kW>(cols) / kWarps);
+  return Launch(MatVecRowsKernel<F, kW>, dim3(static_cast<unsigned>(blocks)), kWarps * 32, StagedBytes(cols),
+                s, job, xq, static_cast<int>(rows));
 }
 
 template <class F>
@@ -593,13 +439,10 @@ cudaError_t LaunchRows(const MatVecJob& job, Q8Act xq, cudaStream_t s) {
   const int cols = static_cast<int>(job.w[0].cols);
   int64_t rows = 0;
   for (int k = 0; k < job.count; ++k) rows += job.w[k].rows;
-  const int warps_per_row = WarpsPerRow(rows, cols, ResidentWarps<F>(cols));
-  // Q8_0's two block scales are copied as one aligned word: rows of an even number of blocks.
-  const int stages = std::is_same_v<F, RowsQ8_0> && cols / 32 % 2 != 0 ? 0 : AsyncStages();
-  switch (stages) {
-    case 3: return LaunchRowsS<F, 3>(job, xq, rows, warps_per_row, s);
-    case 5: return LaunchRowsS<F, 5>(job, xq, rows, warps_per_row, s);
-    default: return LaunchRowsS<F, 0>(job, xq, rows, warps_per_row, s);
+  switch (WarpsPerRow(rows, cols, ResidentWarps<F>(cols))) {
+    case 4: return LaunchRowsW<F, 4>(job, xq, rows, s);
+    case 2: return LaunchRowsW<F, 2>(job, xq, rows, s);
+    default: return LaunchRowsW<F, 1>(job, xq, rows, s);
   }
 }
 
