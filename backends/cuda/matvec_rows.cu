@@ -105,7 +105,7 @@ struct RowsQ8_0 {
 // qs[32j .. 32j + 32].
 struct RowsQ4_K {
   static constexpr bool kSegInt = true;
-  static constexpr int kMinBlocksWhole = 8, kMinBlocks = 7;  // at most 64 and 72 registers
+  static constexpr int kMinBlocksWhole = 8, kMinBlocks = 7;  // registers: at most 64 and 72
   struct At {
     const uint8_t* head;  // the super-block's 16-byte header: d, dmin, 12 bytes of scales and mins
     const uint8_t* nib;   // the lane's 32 bytes of nibbles
@@ -165,8 +165,8 @@ struct RowsQ4_K {
 // and its scales at scales[2s], scales[2s + 1]; blocks 2j and 2j + 1 share n, the nibble and qh.
 struct RowsQ6_K {
   static constexpr bool kSegInt = true;
-  static constexpr int kMinBlocksWhole = 5,
-                       kMinBlocks = 4;  // at most 102 (10 bytes spilled) and 128 registers
+  // Registers: at most 102 with one warp a row (10 bytes spilled), 128 with several.
+  static constexpr int kMinBlocksWhole = 5, kMinBlocks = 4;
   struct At {
     const uint8_t* ql;
     const uint8_t* qh;
