@@ -105,18 +105,21 @@ __global__ void DeltaNetConvKernel(float* x, const float* w, const DeltaNetDevic
 
 // The gated delta rule. The columns of a head's state S (k_dim x v_dim, row-major in the slot) evolve
 // independently (mem_j = k.S_j, delta_j = (v_j - mem_j) beta, S_j += k delta_j, o_j = q.S_j), so each
-// block takes kScanWarps * 8 columns of one (sequence, value head), and each column is split over 4
-// lanes of a warp: lane slice p owns the rows of the float4 chunks 4u + p, held in registers for the
-// sequence's whole run of rows; the 4 partial sums meet by two shuffles in a fixed order. The rows'
-// inputs (q and k of the key head, b, a and the block's v) reach shared memory kStageRows rows at a
-// time by asynchronous copies while the previous rows are computed; each stage is then prepared in
-// place (q and k L2-normalized, one warp per vector; beta and decay), so a row waits neither for memory
-// nor for a reduction across the block. S is read once before the first row and written once after
-// the last.
-constexpr int kScanWarps = 2;
-constexpr int kScanCols = 8 * kScanWarps;
-constexpr int kChunks = 8;  // float4 chunks of S's rows per lane: k_dim up to 4 * 4 * kChunks = 128
-constexpr int kMaxKDim = 16 * kChunks;
+// block takes kScanCols columns of one (sequence, value head), and each column is split over kLanes
+// lanes of a warp: lane slice p owns the rows of the float4 chunks kLanes u + p, held in registers for
+// the sequence's whole run of rows; the partial sums meet by shuffles in a fixed order. A row is one
+// dependent chain (the next row's k.S needs this row's update), so the kernel is bound by latency: eight
+// lanes a column halve each lane's chain and double the warps in flight against four lanes (measured on
+// an H100: docs/bench/gpu.md). The rows' inputs (q and k of the key head, b, a and the block's v) reach
+// shared memory kStageRows rows at a time by asynchronous copies while the previous rows are computed;
+// each stage is then prepared in place (q and k L2-normalized, kLanes threads per vector; beta and
+// decay), so a row waits neither for memory nor for a reduction across the block. S is read once before
+// the first row and written once after the last.
+constexpr int kLanes = 8;
+constexpr int kScanWarps = 4;
+constexpr int kScanCols = 32 / kLanes * kScanWarps;
+constexpr int kMaxKDim = 128;
+constexpr int kChunks = kMaxKDim / (4 * kLanes);  // float4 chunks of S's rows per lane
 constexpr int kStageRows = 8;
 
 struct alignas(16) ScanStage {
@@ -125,66 +128,65 @@ struct alignas(16) ScanStage {
   float v[kStageRows][kScanCols];
 };
 
+// The stage's element indices fit 32 bits (a few thousand); only the rows' offsets in x need 64.
 __device__ __forceinline__ void LoadStage(ScanStage& st, const float* x, const float* b, const float* a,
-                                          const DeltaNetDevice& d, int64_t row0, int64_t rows, int64_t h,
-                                          int64_t col0) {
-  const int64_t dk = d.k_dim, nk = d.n_k_head, kh = d.key_group > 0 ? h / d.key_group : h % nk,
-                quads = dk / 4;
-  for (int64_t i = threadIdx.x; i < kStageRows * 2 * quads; i += blockDim.x) {
-    const int64_t r = i / (2 * quads), w = i % (2 * quads);
+                                          const DeltaNetDevice& d, int64_t row0, int rows, int h, int col0) {
+  const int dk = static_cast<int>(d.k_dim), nk = static_cast<int>(d.n_k_head),
+            kh = d.key_group > 0 ? h / static_cast<int>(d.key_group) : h % nk, quads = dk / 4;
+  const int nv = static_cast<int>(d.n_v_head), dv = static_cast<int>(d.v_dim);
+  for (int i = threadIdx.x; i < kStageRows * 2 * quads; i += blockDim.x) {
+    const int r = i / (2 * quads), w = i % (2 * quads);
     const bool is_k = w >= quads;
-    const int64_t e = 4 * (is_k ? w - quads : w);
+    const int e = 4 * (is_k ? w - quads : w);
     const bool valid = r < rows;
     const float* src = valid ? x + (row0 + r) * d.conv_dim + (is_k ? nk * dk : 0) + kh * dk + e : x;
     CopyAsync16(&st.qk[r][(is_k ? kMaxKDim : 0) + e], src, valid);
   }
-  for (int64_t i = threadIdx.x; i < kStageRows * (2 + kScanCols); i += blockDim.x) {
-    const int64_t r = i / (2 + kScanCols), w = i % (2 + kScanCols);
-    const int64_t e = (row0 + r) * d.n_v_head + h, col = col0 + w - 2;
+  for (int i = threadIdx.x; i < kStageRows * (2 + kScanCols); i += blockDim.x) {
+    const int r = i / (2 + kScanCols), w = i % (2 + kScanCols), col = col0 + w - 2;
     if (w < 2) {
-      CopyAsync4(&st.gates[r][w], r < rows ? (w == 0 ? b : a) + e : b, r < rows);
+      const bool valid = r < rows;
+      CopyAsync4(&st.gates[r][w], valid ? (w == 0 ? b : a) + (row0 + r) * nv + h : b, valid);
     } else {
-      const bool valid = r < rows && col < d.v_dim;
-      CopyAsync4(&st.v[r][w - 2], valid ? x + (row0 + r) * d.conv_dim + 2 * nk * dk + h * d.v_dim + col : x,
-                 valid);
+      const bool valid = r < rows && col < dv;
+      CopyAsync4(&st.v[r][w - 2], valid ? x + (row0 + r) * d.conv_dim + 2 * nk * dk + h * dv + col : x, valid);
     }
   }
   CopyCommit();
 }
 
-// q /= |q| (times 1/sqrt(k_dim)) and k /= |k| for the stage's rows, four lanes per vector (lane p the
-// float4s 4u + p of its kMaxKDim values, zeros past k_dim: a quad's loads fall in distinct banks), so the
-// stage's 2 kStageRows vectors are normalized at once by the block's 64 threads; gates (b, a) -> (decay,
-// beta). A vector's sum of squares: each lane's values in four running sums added pairwise, then the
-// quad's lanes by two shuffles (a fixed order).
-static_assert(32 * kScanWarps == 4 * 2 * kStageRows, "four threads per q and k vector of a stage");
-__device__ __forceinline__ void PrepareStage(ScanStage& st, int64_t rows, int64_t dk, float eps, float ssm_a,
+// q /= |q| (times 1/sqrt(k_dim)) and k /= |k| for the stage's rows, kLanes lanes per vector (lane p the
+// float4s kLanes u + p of its kMaxKDim values, zeros past k_dim: a group's loads fall in distinct
+// banks), so the stage's 2 kStageRows vectors are normalized at once by the block's threads; gates
+// (b, a) -> (decay, beta). A vector's sum of squares: each lane's values in four running sums added
+// pairwise, then the group's lanes by shuffles (a fixed order).
+static_assert(32 * kScanWarps == kLanes * 2 * kStageRows, "kLanes threads per q and k vector of a stage");
+__device__ __forceinline__ void PrepareStage(ScanStage& st, int rows, int dk, float eps, float ssm_a,
                                              float dt_bias) {
-  constexpr int kPer = kMaxKDim / 16;  // float4s a lane
-  const int item = static_cast<int>(threadIdx.x) / 4, part = static_cast<int>(threadIdx.x) % 4;
+  const int item = static_cast<int>(threadIdx.x) / kLanes, part = static_cast<int>(threadIdx.x) % kLanes;
   float4* v = reinterpret_cast<float4*>(st.qk[item / 2] + (item % 2) * kMaxKDim) + part;
   float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
 #pragma unroll
-  for (int u = 0; u < kPer; ++u) {
-    const float4 x = v[4 * u];
+  for (int u = 0; u < kChunks; ++u) {
+    const float4 x = v[kLanes * u];
     s0 += x.x * x.x;
     s1 += x.y * x.y;
     s2 += x.z * x.z;
     s3 += x.w * x.w;
   }
   float ss = (s0 + s1) + (s2 + s3);
-  ss += __shfl_xor_sync(0xffffffffu, ss, 1);
-  ss += __shfl_xor_sync(0xffffffffu, ss, 2);
+#pragma unroll
+  for (int m = 1; m < kLanes; m <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, m);
   float inv = rsqrtf(ss + eps);
   if (item % 2 == 0) inv *= rsqrtf(static_cast<float>(dk));
   if (item / 2 < rows) {  // read again rather than held: the state's registers are live around this
 #pragma unroll
-    for (int u = 0; u < kPer; ++u) {
-      const float4 x = v[4 * u];
-      v[4 * u] = make_float4(x.x * inv, x.y * inv, x.z * inv, x.w * inv);
+    for (int u = 0; u < kChunks; ++u) {
+      const float4 x = v[kLanes * u];
+      v[kLanes * u] = make_float4(x.x * inv, x.y * inv, x.z * inv, x.w * inv);
     }
   }
-  if (threadIdx.x < rows) {
+  if (static_cast<int>(threadIdx.x) < rows) {
     float* g = st.gates[threadIdx.x];
     const float beta = 1.0f / (1.0f + expf(-g[0]));
     g[0] = expf(ssm_a * Softplus(g[1] + dt_bias));
@@ -192,25 +194,34 @@ __device__ __forceinline__ void PrepareStage(ScanStage& st, int64_t rows, int64_
   }
 }
 
+// The sum of a column's kLanes partial sums, the same order in every lane.
+__device__ __forceinline__ float ColumnSum(float v) {
+#pragma unroll
+  for (int m = 1; m < kLanes; m <<= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
+
 __global__ void __launch_bounds__(32 * kScanWarps)
     DeltaNetRuleKernel(const float* x, const float* b, const float* a, const float* ssm_a,
                        const float* dt_bias, const DeltaNetDevice d, const int32_t* seqs, float* out) {
   AfterPrevious();
   __shared__ ScanStage stage[2];
-  const int64_t nv = d.n_v_head, dk = d.k_dim, dv = d.v_dim;
-  const int64_t groups = (dv + kScanCols - 1) / kScanCols;
-  const int64_t seq = blockIdx.x / (nv * groups), h = blockIdx.x / groups % nv, g = blockIdx.x % groups;
+  const int nv = static_cast<int>(d.n_v_head), dk = static_cast<int>(d.k_dim), dv = static_cast<int>(d.v_dim);
+  const int groups = (dv + kScanCols - 1) / kScanCols;
+  const int seq = static_cast<int>(blockIdx.x) / (nv * groups), h = static_cast<int>(blockIdx.x) / groups % nv,
+            g = static_cast<int>(blockIdx.x) % groups;
   const int32_t* s = seqs + 3 * seq;
-  const int64_t row0 = s[0], n = s[1];
+  const int64_t row0 = s[0];
+  const int n = s[1];
   float* S = reinterpret_cast<float*>(d.states + static_cast<size_t>(s[2]) * d.slot_bytes + d.rule_offset) +
-             h * dk * dv;
-  const int lane = threadIdx.x % 32, p = lane % 4, c = threadIdx.x / 4;
-  const int64_t col0 = g * kScanCols, j = col0 + c;
+             static_cast<int64_t>(h) * dk * dv;
+  const int p = static_cast<int>(threadIdx.x) % kLanes, c = static_cast<int>(threadIdx.x) / kLanes;
+  const int col0 = g * kScanCols, j = col0 + c;
   const bool col = j < dv;
   // Columns of q and k past k_dim are never copied; zeros there keep the unrolled loops exact.
   if (dk < kMaxKDim) {
     for (int w = 0; w < 2; ++w) {
-      for (int64_t i = threadIdx.x; i < kStageRows * 2 * kMaxKDim; i += blockDim.x) {
+      for (int i = threadIdx.x; i < kStageRows * 2 * kMaxKDim; i += blockDim.x) {
         if (i % kMaxKDim >= dk) (&stage[w].qk[0][0])[i] = 0.0f;
       }
     }
@@ -220,14 +231,15 @@ __global__ void __launch_bounds__(32 * kScanWarps)
   float4 st[kChunks];
 #pragma unroll
   for (int u = 0; u < kChunks; ++u) {
-    const int64_t i = 16 * u + 4 * p;
+    const int i = 4 * (kLanes * u + p);
     const bool in = col && i < dk;
     st[u].x = in ? S[(i + 0) * dv + j] : 0.0f;
     st[u].y = in ? S[(i + 1) * dv + j] : 0.0f;
     st[u].z = in ? S[(i + 2) * dv + j] : 0.0f;
     st[u].w = in ? S[(i + 3) * dv + j] : 0.0f;
   }
-  for (int64_t r0 = 0; r0 < n; r0 += kStageRows) {
+  float* o_col = out + row0 * nv * dv + h * dv + j;
+  for (int r0 = 0; r0 < n; r0 += kStageRows) {
     ScanStage& cur = stage[(r0 / kStageRows) % 2];
     if (r0 + kStageRows < n) {
       LoadStage(stage[(r0 / kStageRows + 1) % 2], x, b, a, d, row0 + r0 + kStageRows, n - r0 - kStageRows, h,
@@ -236,19 +248,19 @@ __global__ void __launch_bounds__(32 * kScanWarps)
     } else {
       CopyWait<0>();
     }
-    const int64_t rows = n - r0 < kStageRows ? n - r0 : kStageRows;
+    const int rows = n - r0 < kStageRows ? n - r0 : kStageRows;
     __syncthreads();
     PrepareStage(cur, rows, dk, d.eps, head_a, head_dt);
     __syncthreads();
-    for (int64_t r = 0; r < rows; ++r) {
+    for (int r = 0; r < rows; ++r) {
       const float dec = cur.gates[r][0], bet = cur.gates[r][1], v = cur.v[r][c];
       const float4* q4 = reinterpret_cast<const float4*>(cur.qk[r]) + p;
       const float4* k4 = reinterpret_cast<const float4*>(cur.qk[r] + kMaxKDim) + p;
-      // S *= decay; mem = k^T S over this lane's rows (four running sums), then the column's 4 lanes.
+      // S *= decay; mem = k^T S over this lane's rows (four running sums), then the column's lanes.
       float m0 = 0.0f, m1 = 0.0f, m2 = 0.0f, m3 = 0.0f;
 #pragma unroll
       for (int u = 0; u < kChunks; ++u) {
-        const float4 k = k4[4 * u];
+        const float4 k = k4[kLanes * u];
         st[u].x *= dec;
         st[u].y *= dec;
         st[u].z *= dec;
@@ -258,15 +270,13 @@ __global__ void __launch_bounds__(32 * kScanWarps)
         m2 += st[u].z * k.z;
         m3 += st[u].w * k.w;
       }
-      float mem = (m0 + m1) + (m2 + m3);
-      mem += __shfl_xor_sync(0xffffffffu, mem, 1);
-      mem += __shfl_xor_sync(0xffffffffu, mem, 2);
+      const float mem = ColumnSum((m0 + m1) + (m2 + m3));
       const float delta = (v - mem) * bet;
       // S += k delta^T; o = q^T S.
       float o0 = 0.0f, o1 = 0.0f, o2 = 0.0f, o3 = 0.0f;
 #pragma unroll
       for (int u = 0; u < kChunks; ++u) {
-        const float4 k = k4[4 * u], q = q4[4 * u];
+        const float4 k = k4[kLanes * u], q = q4[kLanes * u];
         st[u].x += k.x * delta;
         st[u].y += k.y * delta;
         st[u].z += k.z * delta;
@@ -276,16 +286,14 @@ __global__ void __launch_bounds__(32 * kScanWarps)
         o2 += st[u].z * q.z;
         o3 += st[u].w * q.w;
       }
-      float o = (o0 + o1) + (o2 + o3);
-      o += __shfl_xor_sync(0xffffffffu, o, 1);
-      o += __shfl_xor_sync(0xffffffffu, o, 2);
-      if (col && p == 0) out[(row0 + r0 + r) * nv * dv + h * dv + j] = o;
+      const float o = ColumnSum((o0 + o1) + (o2 + o3));
+      if (col && p == 0) o_col[static_cast<int64_t>(r0 + r) * nv * dv] = o;
     }
     __syncthreads();  // the next stage's copies go into the buffer just read
   }
 #pragma unroll
   for (int u = 0; u < kChunks; ++u) {
-    const int64_t i = 16 * u + 4 * p;
+    const int i = 4 * (kLanes * u + p);
     if (col && i < dk) {
       S[(i + 0) * dv + j] = st[u].x;
       S[(i + 1) * dv + j] = st[u].y;
