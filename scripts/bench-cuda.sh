@@ -76,8 +76,13 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
   done
 done
 
+# Each engine's number is the median of its repetitions: llama.cpp's first repetition of a prompt test
+# runs cold (at the 1.5B geometry on an H100, 14,000-20,000 tok/s against 27,000-33,000 for the next
+# two: docs/bench/gpu.md, 2026-12-07 call 12), which the mean would carry into the ratio; with R of 3
+# or more the median is a warm one.
 python3 - "$out" <<'EOF' | tee "$out/summary.md"
 import glob, json, os, sys
+from statistics import median
 out = sys.argv[1]
 rows = {}
 roof = {}
@@ -94,10 +99,10 @@ for f in sorted(glob.glob(os.path.join(out, "*.json"))):
     if engine == "llama":
         for r in d:
             test = "pp%d" % r["n_prompt"] if r["n_gen"] == 0 else "tg%d" % r["n_gen"]
-            rows.setdefault((model, test, rnd), {})[engine] = r["avg_ts"]
+            rows.setdefault((model, test, rnd), {})[engine] = median(r.get("samples_ts") or [r["avg_ts"]])
     else:
         for r in d["results"]:
-            rows.setdefault((model, r["test"], rnd), {})[engine] = r["tokens_per_second"]
+            rows.setdefault((model, r["test"], rnd), {})[engine] = median(r.get("samples") or [r["tokens_per_second"]])
         # fak measures the device copy bandwidth in the same run; a decode step reads decode_step_bytes.
         if d.get("bandwidth_gb_per_second", 0) > 0:
             roof[(model, rnd)] = (d["decode_step_bytes"], d["bandwidth_gb_per_second"])
