@@ -62,9 +62,9 @@ for i in range(0, len(args), 4):
     t = int(args[i + 1])
     fj = json.loads(args[i + 2])
     step_bytes = fj["decode_step_bytes"]
-    fak = {r["test"]: r["tokens_per_second"] for r in fj["results"]}
+    fak = {r["test"]: statistics.median(r.get("samples") or [r["tokens_per_second"]]) for r in fj["results"]}
     lj = json.loads(args[i + 3])
-    llama = {("pp%d" % r["n_prompt"]) if r["n_gen"] == 0 else ("tg%d" % r["n_gen"]): r["avg_ts"] for r in lj}
+    llama = {("pp%d" % r["n_prompt"]) if r["n_gen"] == 0 else ("tg%d" % r["n_gen"]): statistics.median(r.get("samples_ts") or [r["avg_ts"]]) for r in lj}
     rows.setdefault(t, []).append({"fak": fak, "llama": llama})
 med = lambda xs: statistics.median(xs)
 def rate(t, eng, test):

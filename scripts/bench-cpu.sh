@@ -6,6 +6,8 @@
 # each round's ratio compares measurements taken a minute apart, and the summary gives the median of
 # the per-round ratios next to the ratio of the engines' best rounds. Which engine goes first
 # alternates from round to round.
+# Each engine's number for a round is the median of its repetitions (llama-bench's mean would carry a cold
+# first repetition, seen on its CUDA build: docs/bench/gpu.md).
 # Control arms for the page size (FAK_BENCH_CONTROL=1, the default): fak copies weights into a
 # huge-page arena while llama.cpp maps the file in 4 KiB pages, so each round also runs fak with
 # --mmap (tensors used in place from the file mapping) and llama.cpp with -mmp 0 or, in newer builds,
@@ -57,12 +59,12 @@ def lc_table(text):
     j = json.loads(text)
     if j is None:
         return None
-    return {("pp%d" % r["n_prompt"]) if r["n_gen"] == 0 else ("tg%d" % r["n_gen"]): r["avg_ts"] for r in j}
+    return {("pp%d" % r["n_prompt"]) if r["n_gen"] == 0 else ("tg%d" % r["n_gen"]): statistics.median(r.get("samples_ts") or [r["avg_ts"]]) for r in j}
 def fak_table(text):
     j = json.loads(text)
     if j is None:
         return None, None
-    return j, {r["test"]: r["tokens_per_second"] for r in j["results"]}
+    return j, {r["test"]: statistics.median(r.get("samples") or [r["tokens_per_second"]]) for r in j["results"]}
 for i in range(0, len(args), 4):
     fj, fa = fak_table(args[i])
     _, fm = fak_table(args[i + 1])
