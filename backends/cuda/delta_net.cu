@@ -149,7 +149,8 @@ __device__ __forceinline__ void LoadStage(ScanStage& st, const float* x, const f
       CopyAsync4(&st.gates[r][w], valid ? (w == 0 ? b : a) + (row0 + r) * nv + h : b, valid);
     } else {
       const bool valid = r < rows && col < dv;
-      CopyAsync4(&st.v[r][w - 2], valid ? x + (row0 + r) * d.conv_dim + 2 * nk * dk + h * dv + col : x, valid);
+      CopyAsync4(&st.v[r][w - 2], valid ? x + (row0 + r) * d.conv_dim + 2 * nk * dk + h * dv + col : x,
+                 valid);
     }
   }
   CopyCommit();
@@ -208,8 +209,8 @@ __global__ void __launch_bounds__(32 * kScanWarps)
   __shared__ ScanStage stage[2];
   const int nv = static_cast<int>(d.n_v_head), dk = static_cast<int>(d.k_dim), dv = static_cast<int>(d.v_dim);
   const int groups = (dv + kScanCols - 1) / kScanCols;
-  const int seq = static_cast<int>(blockIdx.x) / (nv * groups), h = static_cast<int>(blockIdx.x) / groups % nv,
-            g = static_cast<int>(blockIdx.x) % groups;
+  const int seq = static_cast<int>(blockIdx.x) / (nv * groups),
+            h = static_cast<int>(blockIdx.x) / groups % nv, g = static_cast<int>(blockIdx.x) % groups;
   const int32_t* s = seqs + 3 * seq;
   const int64_t row0 = s[0];
   const int n = s[1];
