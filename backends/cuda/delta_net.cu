@@ -156,6 +156,13 @@ __device__ __forceinline__ void LoadStage(ScanStage& st, const float* x, const f
   CopyCommit();
 }
 
+// The sum of a column's (or a stage vector's) kLanes partial sums, the same order in every lane.
+__device__ __forceinline__ float ColumnSum(float v) {
+#pragma unroll
+  for (int m = 1; m < kLanes; m <<= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
+
 // q /= |q| (times 1/sqrt(k_dim)) and k /= |k| for the stage's rows, kLanes lanes per vector (lane p the
 // float4s kLanes u + p of its kMaxKDim values, zeros past k_dim: a group's loads fall in distinct
 // banks), so the stage's 2 kStageRows vectors are normalized at once by the block's threads; gates
@@ -175,9 +182,7 @@ __device__ __forceinline__ void PrepareStage(ScanStage& st, int rows, int dk, fl
     s2 += x.z * x.z;
     s3 += x.w * x.w;
   }
-  float ss = (s0 + s1) + (s2 + s3);
-#pragma unroll
-  for (int m = 1; m < kLanes; m <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, m);
+  const float ss = ColumnSum((s0 + s1) + (s2 + s3));
   float inv = rsqrtf(ss + eps);
   if (item % 2 == 0) inv *= rsqrtf(static_cast<float>(dk));
   if (item / 2 < rows) {  // read again rather than held: the state's registers are live around this
@@ -193,13 +198,6 @@ __device__ __forceinline__ void PrepareStage(ScanStage& st, int rows, int dk, fl
     g[0] = expf(ssm_a * Softplus(g[1] + dt_bias));
     g[1] = beta;
   }
-}
-
-// The sum of a column's kLanes partial sums, the same order in every lane.
-__device__ __forceinline__ float ColumnSum(float v) {
-#pragma unroll
-  for (int m = 1; m < kLanes; m <<= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
-  return v;
 }
 
 __global__ void __launch_bounds__(32 * kScanWarps)
