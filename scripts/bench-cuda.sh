@@ -9,8 +9,8 @@
 # machine touches both engines alike; the table at the end (also in $OUT/summary.md) gives each round's
 # numbers and ratios, and for decode each engine's weight read (fak's decode_step_bytes x tok/s) as a
 # share of the device copy bandwidth fak measured in that run. Variables: GEOMETRIES (qwen2.5-1.5b), TYPES (q8_0 q4_k_m), ROUNDS (2), P (512),
-# N (128), R (3), VARIANTS (space-separated NAME=ENV pairs, e.g. "fak= nopdl=FAK_CUDA_PDL=0
-# nographs=FAK_CUDA_GRAPHS=0"; default "fak="), BASE_FAK (another fak binary, e.g. the previous commit's,
+# N (128), R (3), VARIANTS (space-separated NAME=ENV pairs, ENV one or more comma-separated KEY=VALUE,
+# e.g. "fak= nopdl=FAK_CUDA_PDL=0 old=FAK_CUDA_GEMM_SYNC=2,FAK_CUDA_CONV_SERIAL=1"; default "fak="), BASE_FAK (another fak binary, e.g. the previous commit's,
 # run as the arm "base" after the variants: a control in the same run), LLAMA_BENCH (skipped when unset
 # or missing); with LLAMA_BATCHED_BENCH, also batched decode of the q8_0 files, B sequences of BATCH_P prompt and
 # BATCH_N new tokens each (fak bench batch against llama-batched-bench, prompts not shared; BATCHES,
@@ -51,7 +51,8 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
         name=${v%%=*}
         env_set=${v#*=}
         f="$out/$name-$geometry-$type-r$round.json"
-        env ${env_set:+"$env_set"} "$fak" bench -m "$m" --backend cuda -p "${P:-512}" -n "${N:-128}" -r "${R:-3}" \
+        # shellcheck disable=SC2086  # KEY=VALUE settings, comma-separated
+        env ${env_set:+${env_set//,/ }} "$fak" bench -m "$m" --backend cuda -p "${P:-512}" -n "${N:-128}" -r "${R:-3}" \
           --json > "$f" 2> "${f%.json}.err" || rc=1
       done
       if [ -n "${BASE_FAK:-}" ]; then

@@ -10,11 +10,14 @@ jobs=${FAK_JOBS:-$(nproc)}
 fuzz_secs=${FAK_FUZZ_SECONDS:-60}
 failed=()
 
+# Each step's wall time goes to the log with its name, for the CI budget (a clean run: ~60 minutes on
+# two cores, setup included).
 step() {
-  local name=$1
+  local name=$1 t0=$SECONDS
   shift
   echo "== $name"
   if ! "$@"; then failed+=("$name"); echo "== $name FAILED"; fi
+  echo "== $name: $((SECONDS - t0)) s"
 }
 
 asan() {
@@ -60,14 +63,18 @@ if [ ${#failed[@]} -gt 0 ]; then
   echo "== failed steps: ${failed[*]}"
 fi
 echo "== release tests"
+t0=$SECONDS
 ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600
 rc=$?
+echo "== release tests: $((SECONDS - t0)) s"
+t0=$SECONDS
 echo "== fak serve through the official openai Python client"
 build/venv/bin/python tests/python/openai_client_test.py build/apps/fak/fak || rc=1
 echo "== constrained output (random JSON schemas, tool calls) through the openai client"
 build/venv/bin/python tests/python/constrained_test.py build/apps/fak/fak || rc=1
 build/venv/bin/python tests/python/constrained_test.py build/apps/fak/fak --schemas 60 \
   --model models/qwen3-20m/qwen3-20m-q8_0.gguf || rc=1
+echo "== client tests: $((SECONDS - t0)) s"
 # The verdict last, where a log's tail shows it.
 if [ ${#failed[@]} -gt 0 ]; then
   echo "== failed steps: ${failed[*]}"
