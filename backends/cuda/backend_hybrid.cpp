@@ -66,9 +66,9 @@ void CudaBackend::DeltaNetConv(int32_t states, int32_t dn, Tensor x, BoundWeight
   float* xs = x.data;
   const float* w = vectors_[static_cast<size_t>(conv.id)];
   const int32_t* seqs = seqs_dev_;
-  const int64_t n_seqs = n_seqs_;
-  Queue("DeltaNetConv", {U(xs), U(w), U(d.states), U(d.conv_offset), U(seqs), U(n_seqs)},
-        [=](cudaStream_t s) { return fak::cuda::DeltaNetConv(xs, w, d, seqs, n_seqs, s); });
+  const int64_t n_seqs = n_seqs_, rows = x.rows;
+  Queue("DeltaNetConv", {U(xs), U(w), U(d.states), U(d.conv_offset), U(seqs), U(n_seqs), U(rows)},
+        [=](cudaStream_t s) { return fak::cuda::DeltaNetConv(xs, w, d, seqs, n_seqs, rows, s); });
   Written(x);
 }
 

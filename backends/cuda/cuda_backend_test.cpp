@@ -337,9 +337,10 @@ TEST(CudaOps, AttentionRowsOfDifferentChunkLengthsShareABatch) {
 // or in between is found, with the tensor starting at any float (not only 16-byte) boundary.
 // A Gated-DeltaNet layer's convolution and gated delta rule against the CPU backend: at a real model's
 // head sizes (128) and at odd ones (40 value columns, a partial column group; a width-3 convolution),
-// three sequences of 1, 9 and 70 rows in one batch in slots out of order, then a second batch that
-// continues their states (both the convolution window and the recurrent state carry over); and value
-// heads grouped by key head (Qwen3-Next's order).
+// three sequences of 1, 9 and 70 rows in one batch in slots out of order, then two batches that
+// continue their states (both the convolution window and the recurrent state carry over; the third,
+// of 300, 1 and 129 rows, takes the convolution's prompt kernel); and value heads grouped by key head
+// (Qwen3-Next's order).
 TEST(CudaOps, DeltaNetLayerMatchesTheCpuBackend) {
   SKIP_WITHOUT_GPU();
   Pair be;
@@ -393,7 +394,8 @@ TEST(CudaOps, DeltaNetLayerMatchesTheCpuBackend) {
     const std::vector<int32_t> slots = {2, 0, 1};
     std::vector<int32_t> next_pos(3, 0);
     for (const std::vector<int64_t>& lengths :
-         {std::vector<int64_t>{1, 9, 70}, std::vector<int64_t>{5, 1, 33}}) {
+         {std::vector<int64_t>{1, 9, 70}, std::vector<int64_t>{5, 1, 33},
+          std::vector<int64_t>{300, 1, 129}}) {
       std::vector<int32_t> tokens, positions, row_seq, out_rows;
       for (int32_t q = 0; q < 3; ++q) {
         for (int64_t r = 0; r < lengths[static_cast<size_t>(q)]; ++r) {
@@ -434,6 +436,75 @@ TEST(CudaOps, DeltaNetLayerMatchesTheCpuBackend) {
                        fmt::format("{:.3g}", err));
       }
     }
+  }
+}
+
+// The convolution's prompt kernel (a sequence's rows spread over a block) against the one that walks
+// each channel's rows in one thread (FAK_CUDA_CONV_SERIAL=1), bit for bit: batches of prompts whose
+// lengths end inside a run and a pass (several passes, a sequence shorter than the window), then one
+// decode row each (the serial kernel reading the windows the prompt kernel left), and the windows.
+TEST(CudaOps, DeltaNetConvPromptKernelMatchesTheSerialOneBitForBit) {
+  SKIP_WITHOUT_GPU();
+  Pair be;
+  ASSERT_TRUE(be.gpu);
+  DeltaNetSpec spec;
+  spec.n_k_head = 2;
+  spec.n_v_head = 4;
+  spec.k_dim = 128;
+  spec.v_dim = 128;
+  spec.conv_kernel = 4;
+  spec.state_offset = 256;
+  const int64_t cd = spec.conv_dim();
+  const std::vector<float> conv = Random(static_cast<size_t>(cd * spec.conv_kernel), 3, 0.5f);
+  const std::vector<std::vector<int64_t>> batches = {{300, 1, 129}, {2, 140, 7}, {1, 1, 1}, {64, 33, 31}};
+  std::vector<std::vector<float>> got[2];
+  for (int serial = 0; serial < 2; ++serial) {
+    const ScopedEnv env("FAK_CUDA_CONV_SERIAL", serial ? "1" : "");
+    Backend& b = *be.gpu;
+    auto dn = b.BindDeltaNet(spec);
+    ASSERT_TRUE(dn.ok()) << dn.status().ToString();
+    auto st = b.CreateStates(spec.state_offset + spec.StateBytes(), 3);
+    ASSERT_TRUE(st.ok());
+    auto w = b.BindVector({GgmlType::kF32, cd, spec.conv_kernel, static_cast<size_t>(spec.conv_kernel) * 4,
+                           reinterpret_cast<const uint8_t*>(conv.data()), false});
+    ASSERT_TRUE(w.ok());
+    const std::vector<int32_t> slots = {1, 2, 0};
+    std::vector<int32_t> next_pos(3, 0);
+    for (const std::vector<int64_t>& lengths : batches) {
+      std::vector<int32_t> tokens, positions, row_seq, out_rows;
+      for (int32_t q = 0; q < 3; ++q) {
+        for (int64_t r = 0; r < lengths[static_cast<size_t>(q)]; ++r) {
+          out_rows.push_back(static_cast<int32_t>(tokens.size()));
+          tokens.push_back(0);
+          positions.push_back(next_pos[static_cast<size_t>(q)]++);
+          row_seq.push_back(q);
+        }
+      }
+      const std::vector<int32_t> page_begin = {0, 0, 0, 0}, pages;
+      const BatchPlan plan{tokens, positions, row_seq, page_begin, pages, out_rows, 1, slots};
+      const int64_t rows = std::ssize(tokens);
+      const Tensor x =
+          Upload(b, Random(static_cast<size_t>(rows * cd), static_cast<uint32_t>(rows)), rows, cd, plan);
+      b.DeltaNetConv(*st, *dn, x, *w);
+      got[serial].push_back(Fetch(b, x));
+      b.Free(x);
+    }
+    // The windows, through one more row each from zeros: the output is the window's weighted sum.
+    std::vector<int32_t> tokens = {0, 0, 0}, positions = {next_pos[0], next_pos[1], next_pos[2]},
+                         row_seq = {0, 1, 2}, out_rows = {0, 1, 2};
+    const std::vector<int32_t> page_begin = {0, 0, 0, 0}, pages;
+    const BatchPlan plan{tokens, positions, row_seq, page_begin, pages, out_rows, 1, slots};
+    const Tensor x = Upload(b, std::vector<float>(static_cast<size_t>(3 * cd), 0.0f), 3, cd, plan);
+    b.DeltaNetConv(*st, *dn, x, *w);
+    got[serial].push_back(Fetch(b, x));
+    b.Free(x);
+    ASSERT_TRUE(b.Synchronize().ok());
+  }
+  ASSERT_EQ(got[0].size(), got[1].size());
+  for (size_t i = 0; i < got[0].size(); ++i) {
+    ASSERT_EQ(got[0][i].size(), got[1][i].size());
+    EXPECT_EQ(0, std::memcmp(got[0][i].data(), got[1][i].data(), got[0][i].size() * sizeof(float)))
+        << "batch " << i;
   }
 }
 

@@ -2,6 +2,8 @@
 // the attention output gate and the query/gate split. Every sequence's rows run in order inside one
 // thread (convolution) or one warp (each column of the recurrence), so a row's result does not depend
 // on the batch.
+#include <cstdlib>
+
 #include "backends/cuda/async_copy.cuh"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/pdl.cuh"
@@ -100,6 +102,75 @@ __global__ void DeltaNetConvKernel(float* x, const float* w, const DeltaNetDevic
 #pragma unroll
   for (int j = 0; j < kWin; ++j) {
     if (j < hist) window[j * d.conv_dim + c] = win[j];
+  }
+}
+
+// The same convolution with a sequence's rows spread over a block: 32 channels (the lanes) x kConvChunks
+// runs of kConvRun consecutive rows (the warps), kConvChunks * kConvRun rows a pass. A thread loads its
+// run's inputs, publishes its last three, and after the barrier takes the three before its run from the
+// warp before it (warp 0: from the previous pass's last warp, or the state's window) and computes its
+// run exactly as DeltaNetConvKernel<3> does row by row (the same window, the same sums in the same
+// order), so the bits do not depend on which kernel ran. In place: every input of a pass is read before
+// the barrier, every output written after it. For prompts: one thread per channel walking 512 rows in
+// order leaves most of the GPU idle (conv_dim threads in all).
+constexpr int kConvRun = 8, kConvChunks = 16, kConvHist = 3;
+
+__global__ void __launch_bounds__(32 * kConvChunks)
+    DeltaNetConvRowsKernel(float* x, const float* w, const DeltaNetDevice d, const int32_t* seqs) {
+  AfterPrevious();
+  __shared__ float tail[kConvChunks][kConvHist][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + lane;
+  const bool live = c < d.conv_dim;
+  const int32_t* s = seqs + 3 * blockIdx.y;
+  const int64_t row0 = s[0], n = s[1];
+  float* window =
+      reinterpret_cast<float*>(d.states + static_cast<size_t>(s[2]) * d.slot_bytes + d.conv_offset);
+  float wc[kConvHist + 1] = {};
+  float carry[kConvHist] = {};  // warp 0: the three inputs before this pass
+  if (live) {
+#pragma unroll
+    for (int j = 0; j <= kConvHist; ++j) wc[j] = w[c * (kConvHist + 1) + j];
+    if (warp == 0) {
+#pragma unroll
+      for (int j = 0; j < kConvHist; ++j) carry[j] = window[j * d.conv_dim + c];
+    }
+  }
+  float* xc = x + row0 * d.conv_dim + c;
+  constexpr int64_t kPass = static_cast<int64_t>(kConvRun) * kConvChunks;
+  for (int64_t t0 = 0; t0 < n; t0 += kPass) {
+    const int64_t first = t0 + static_cast<int64_t>(warp) * kConvRun;
+    float in[kConvRun];
+#pragma unroll
+    for (int u = 0; u < kConvRun; ++u) in[u] = live && first + u < n ? xc[(first + u) * d.conv_dim] : 0.0f;
+    __syncthreads();  // every thread is done with the previous pass's tails
+#pragma unroll
+    for (int j = 0; j < kConvHist; ++j) tail[warp][j][lane] = in[kConvRun - kConvHist + j];
+    __syncthreads();
+    float win[kConvHist];
+#pragma unroll
+    for (int j = 0; j < kConvHist; ++j) win[j] = warp > 0 ? tail[warp - 1][j][lane] : carry[j];
+    if (warp == 0) {
+#pragma unroll
+      for (int j = 0; j < kConvHist; ++j) carry[j] = tail[kConvChunks - 1][j][lane];
+    }
+    if (!live || first >= n) continue;
+#pragma unroll
+    for (int u = 0; u < kConvRun; ++u) {
+      if (first + u >= n) break;
+      float acc = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kConvHist; ++j) acc += wc[j] * win[j];
+      acc += wc[kConvHist] * in[u];
+#pragma unroll
+      for (int j = 0; j + 1 < kConvHist; ++j) win[j] = win[j + 1];
+      win[kConvHist - 1] = in[u];
+      xc[(first + u) * d.conv_dim] = Silu(acc);
+    }
+    if (first + kConvRun >= n) {  // this run holds the sequence's last row: the window it leaves
+#pragma unroll
+      for (int j = 0; j < kConvHist; ++j) window[j * d.conv_dim + c] = win[j];
+    }
   }
 }
 
@@ -321,8 +392,14 @@ cudaError_t GatedRmsNorm(float* x, const float* w, const float* z, int64_t rows,
 }
 
 cudaError_t DeltaNetConv(float* x, const float* w, const DeltaNetDevice& d, const int32_t* seqs,
-                         int64_t n_seqs, cudaStream_t stream) {
+                         int64_t n_seqs, int64_t rows, cudaStream_t stream) {
   if (n_seqs == 0) return cudaSuccess;
+  const char* serial = std::getenv("FAK_CUDA_CONV_SERIAL");
+  if (d.conv_kernel == kConvHist + 1 && rows >= 4 * kConvRun * n_seqs && n_seqs <= 65535 &&
+      (serial == nullptr || serial[0] != '1')) {
+    const dim3 grid(Blocks(d.conv_dim, 32), static_cast<unsigned>(n_seqs));
+    return Launch(DeltaNetConvRowsKernel, grid, 32 * kConvChunks, 0, stream, x, w, d, seqs);
+  }
   // The window's registers hold up to 15 inputs; the grid's y dimension takes up to 65,535 sequences
   // (BindDeltaNet and the batch limits keep both far below).
   if (d.conv_kernel < 1 || d.conv_kernel > 16 || n_seqs > 65535) return cudaErrorInvalidValue;

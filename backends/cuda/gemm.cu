@@ -144,7 +144,7 @@ __device__ __forceinline__ void ComputeSegmentInt(const Stage<F>& st, const type
 // kPieces = QuantPieces(cols): the segments' sums go to `piece` and pieces to `total` in order. With
 // kSplit, block z computes piece z alone (its segments folded from +0, as `piece` would hold them) and
 // writes it to the job's scratch, piece-major; CombinePieces then adds the four in order.
-template <class F, int kPieces, bool kSplit>
+template <class F, int kPieces, bool kSplit, bool kOneSync>
 __global__ void __launch_bounds__(F::kThreads, 2) GemmKernel(MatVecJob job, Q8Act xq, int64_t n) {
   constexpr int kThreads = F::kThreads, kI = kSub<F>;
   AfterPrevious();
@@ -219,15 +219,29 @@ __global__ void __launch_bounds__(F::kThreads, 2) GemmKernel(MatVecJob job, Q8Ac
     Stage<F>& cur = stages[(seg - s_begin) & 1];
     Stage<F>& next = stages[(seg - s_begin + 1) & 1];
     const bool more = seg + 1 < s_end;
-    if (more) {
-      F::Issue(next.w, wplan, w, seg + 1);
-      IssueInt8(next.x.q, xplan, xq.q, w.cols, seg + 1);
-      ws.Load(w, o0, seg + 1, tid);
-      xs.Load(xq, w.cols, n, r0, seg + 1, tid);
+    if constexpr (kOneSync) {
+      // Segment seg's copies are the only ones in flight. Past the barrier every warp is done with
+      // segment seg - 1, so its stage (next) takes segment seg + 1 without a second barrier.
+      CopyWait<0>();
+      __syncthreads();
+      if (more) {
+        F::Issue(next.w, wplan, w, seg + 1);
+        IssueInt8(next.x.q, xplan, xq.q, w.cols, seg + 1);
+        CopyCommit();
+        ws.Load(w, o0, seg + 1, tid);
+        xs.Load(xq, w.cols, n, r0, seg + 1, tid);
+      }
+    } else {
+      if (more) {
+        F::Issue(next.w, wplan, w, seg + 1);
+        IssueInt8(next.x.q, xplan, xq.q, w.cols, seg + 1);
+        ws.Load(w, o0, seg + 1, tid);
+        xs.Load(xq, w.cols, n, r0, seg + 1, tid);
+      }
+      CopyCommit();
+      CopyWait<1>();    // this thread's copies of segment seg have landed
+      __syncthreads();  // and everyone's
     }
-    CopyCommit();
-    CopyWait<1>();    // this thread's copies of segment seg have landed
-    __syncthreads();  // and everyone's
     if constexpr (F::kPrepare) {
       F::Prepare(cur.w, cur.x, dec, tid);
       __syncthreads();
@@ -244,7 +258,7 @@ __global__ void __launch_bounds__(F::kThreads, 2) GemmKernel(MatVecJob job, Q8Ac
       ws.Store(next.w, tid);
       xs.Store(next.x, tid);
     }
-    __syncthreads();  // segment seg's stage is free for segment seg + 2
+    if constexpr (!kOneSync) __syncthreads();  // segment seg's stage is free for segment seg + 2
   }
   if constexpr (kPieceSums) {
     for (; p < kPieces; ++p) close_piece(p);
@@ -288,15 +302,28 @@ __global__ void CombinePieces(MatVecJob job, int64_t n, int64_t all_rows) {
   StoreResult(job.out[k], r, o, v);
 }
 
-template <class F, int kPieces, bool kSplit>
-cudaError_t LaunchGemm(const MatVecJob& job, Q8Act xq, int64_t n, int64_t tiles, cudaStream_t stream) {
+// FAK_CUDA_GEMM_SYNC=2: the loop with two barriers a segment (next segment's copies issued before the
+// wait), for comparisons; the default takes one.
+bool GemmOneSync() {
+  const char* v = std::getenv("FAK_CUDA_GEMM_SYNC");
+  return v == nullptr || v[0] != '2';
+}
+
+template <class F, int kPieces, bool kSplit, bool kOneSync>
+cudaError_t LaunchGemmSync(const MatVecJob& job, Q8Act xq, int64_t n, int64_t tiles, cudaStream_t stream) {
   constexpr int kBytes = 2 * sizeof(Stage<F>);
-  static const cudaError_t attr = cudaFuncSetAttribute(GemmKernel<F, kPieces, kSplit>,
+  static const cudaError_t attr = cudaFuncSetAttribute(GemmKernel<F, kPieces, kSplit, kOneSync>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
   if (attr != cudaSuccess) return attr;
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((n + kTile - 1) / kTile),
                   kSplit ? 4 : 1);
-  return Launch(GemmKernel<F, kPieces, kSplit>, grid, F::kThreads, kBytes, stream, job, xq, n);
+  return Launch(GemmKernel<F, kPieces, kSplit, kOneSync>, grid, F::kThreads, kBytes, stream, job, xq, n);
+}
+
+template <class F, int kPieces, bool kSplit>
+cudaError_t LaunchGemm(const MatVecJob& job, Q8Act xq, int64_t n, int64_t tiles, cudaStream_t stream) {
+  return GemmOneSync() ? LaunchGemmSync<F, kPieces, kSplit, true>(job, xq, n, tiles, stream)
+                       : LaunchGemmSync<F, kPieces, kSplit, false>(job, xq, n, tiles, stream);
 }
 
 // Long rows (four pieces) whose tiles would leave multiprocessors idle (fewer than two blocks each) are

@@ -305,9 +305,11 @@ struct DeltaNetDevice {
 
 // seqs: (row0, n_rows, state slot) of each of n_seqs sequences, whose rows are consecutive.
 // The causal depthwise convolution of x (rows, conv_dim) with w (conv_dim, conv_kernel), then SiLU, in
-// place, continuing each sequence's window.
+// place, continuing each sequence's window. `rows`: the batch's rows (x's); batches of prompts (32
+// rows a sequence or more on average) spread each sequence's rows over a block, the same bits
+// (FAK_CUDA_CONV_SERIAL=1: one thread per channel and sequence always, for comparisons).
 cudaError_t DeltaNetConv(float* x, const float* w, const DeltaNetDevice& d, const int32_t* seqs,
-                         int64_t n_seqs, cudaStream_t stream);
+                         int64_t n_seqs, int64_t rows, cudaStream_t stream);
 // The gated delta rule (ops/backend.h's DeltaNetRule) into out (rows, n_v_head * v_dim). Needs
 // k_dim <= 128 and k_dim and conv_dim multiples of 4.
 cudaError_t DeltaNetRule(const float* x, const float* b, const float* a, const float* ssm_a,
