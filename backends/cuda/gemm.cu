@@ -12,9 +12,12 @@
 //
 // The weights stay in their device layout in shared memory (Q4_K nibbles and Q6_K bit planes are taken
 // apart when the mma operands are built): cp.async brings segment s + 1 while segment s is computed,
-// two stages; the few scales per segment come through registers. The mma operands come out of shared
-// memory by ldmatrix, already in the registers the mma reads (Q4_K: its raw nibble bytes, masked
-// after), and row strides are 16 bytes past a multiple of 128 so its eight rows meet no bank conflict.
+// two stages and one barrier a segment (s + 1's copies go out past the barrier that ends every warp's
+// use of s - 1's stage; with a second barrier at the end of each segment Q8_0 ran 4-10% slower at 512
+// rows on an H100, the K-quants 0-1%); the few scales per segment come through registers. The mma
+// operands come out of shared memory by ldmatrix, already in the registers the mma reads (Q4_K: its raw
+// nibble bytes, masked after), and row strides are 16 bytes past a multiple of 128 so its eight rows
+// meet no bank conflict.
 //
 // Napkin math (pp512, 1.5B geometry): 1.3 G multiply-adds per token, in 32-weight blocks: 20 M blocks
 // per token. Q8_0 spends ~5 instructions a block and output on its term (mma a small part): ~2.3 ms for
@@ -144,7 +147,7 @@ __device__ __forceinline__ void ComputeSegmentInt(const Stage<F>& st, const type
 // kPieces = QuantPieces(cols): the segments' sums go to `piece` and pieces to `total` in order. With
 // kSplit, block z computes piece z alone (its segments folded from +0, as `piece` would hold them) and
 // writes it to the job's scratch, piece-major; CombinePieces then adds the four in order.
-template <class F, int kPieces, bool kSplit, bool kOneSync>
+template <class F, int kPieces, bool kSplit>
 __global__ void __launch_bounds__(F::kThreads, 2) GemmKernel(MatVecJob job, Q8Act xq, int64_t n) {
   constexpr int kThreads = F::kThreads, kI = kSub<F>;
   AfterPrevious();
@@ -219,28 +222,16 @@ __global__ void __launch_bounds__(F::kThreads, 2) GemmKernel(MatVecJob job, Q8Ac
     Stage<F>& cur = stages[(seg - s_begin) & 1];
     Stage<F>& next = stages[(seg - s_begin + 1) & 1];
     const bool more = seg + 1 < s_end;
-    if constexpr (kOneSync) {
-      // Segment seg's copies are the only ones in flight. Past the barrier every warp is done with
-      // segment seg - 1, so its stage (next) takes segment seg + 1 without a second barrier.
-      CopyWait<0>();
-      __syncthreads();
-      if (more) {
-        F::Issue(next.w, wplan, w, seg + 1);
-        IssueInt8(next.x.q, xplan, xq.q, w.cols, seg + 1);
-        CopyCommit();
-        ws.Load(w, o0, seg + 1, tid);
-        xs.Load(xq, w.cols, n, r0, seg + 1, tid);
-      }
-    } else {
-      if (more) {
-        F::Issue(next.w, wplan, w, seg + 1);
-        IssueInt8(next.x.q, xplan, xq.q, w.cols, seg + 1);
-        ws.Load(w, o0, seg + 1, tid);
-        xs.Load(xq, w.cols, n, r0, seg + 1, tid);
-      }
+    // Segment seg's copies are the only ones in flight. Past the barrier every warp is done with segment
+    // seg - 1, so its stage (next) takes segment seg + 1 without a second barrier.
+    CopyWait<0>();
+    __syncthreads();
+    if (more) {
+      F::Issue(next.w, wplan, w, seg + 1);
+      IssueInt8(next.x.q, xplan, xq.q, w.cols, seg + 1);
       CopyCommit();
-      CopyWait<1>();    // this thread's copies of segment seg have landed
-      __syncthreads();  // and everyone's
+      ws.Load(w, o0, seg + 1, tid);
+      xs.Load(xq, w.cols, n, r0, seg + 1, tid);
     }
     if constexpr (F::kPrepare) {
       F::Prepare(cur.w, cur.x, dec, tid);
@@ -258,7 +249,6 @@ __global__ void __launch_bounds__(F::kThreads, 2) GemmKernel(MatVecJob job, Q8Ac
       ws.Store(next.w, tid);
       xs.Store(next.x, tid);
     }
-    if constexpr (!kOneSync) __syncthreads();  // segment seg's stage is free for segment seg + 2
   }
   if constexpr (kPieceSums) {
     for (; p < kPieces; ++p) close_piece(p);
@@ -302,28 +292,15 @@ __global__ void CombinePieces(MatVecJob job, int64_t n, int64_t all_rows) {
   StoreResult(job.out[k], r, o, v);
 }
 
-// FAK_CUDA_GEMM_SYNC=2: the loop with two barriers a segment (next segment's copies issued before the
-// wait), for comparisons; the default takes one.
-bool GemmOneSync() {
-  const char* v = std::getenv("FAK_CUDA_GEMM_SYNC");
-  return v == nullptr || v[0] != '2';
-}
-
-template <class F, int kPieces, bool kSplit, bool kOneSync>
-cudaError_t LaunchGemmSync(const MatVecJob& job, Q8Act xq, int64_t n, int64_t tiles, cudaStream_t stream) {
+template <class F, int kPieces, bool kSplit>
+cudaError_t LaunchGemm(const MatVecJob& job, Q8Act xq, int64_t n, int64_t tiles, cudaStream_t stream) {
   constexpr int kBytes = 2 * sizeof(Stage<F>);
-  static const cudaError_t attr = cudaFuncSetAttribute(GemmKernel<F, kPieces, kSplit, kOneSync>,
+  static const cudaError_t attr = cudaFuncSetAttribute(GemmKernel<F, kPieces, kSplit>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
   if (attr != cudaSuccess) return attr;
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((n + kTile - 1) / kTile),
                   kSplit ? 4 : 1);
-  return Launch(GemmKernel<F, kPieces, kSplit, kOneSync>, grid, F::kThreads, kBytes, stream, job, xq, n);
-}
-
-template <class F, int kPieces, bool kSplit>
-cudaError_t LaunchGemm(const MatVecJob& job, Q8Act xq, int64_t n, int64_t tiles, cudaStream_t stream) {
-  return GemmOneSync() ? LaunchGemmSync<F, kPieces, kSplit, true>(job, xq, n, tiles, stream)
-                       : LaunchGemmSync<F, kPieces, kSplit, false>(job, xq, n, tiles, stream);
+  return Launch(GemmKernel<F, kPieces, kSplit>, grid, F::kThreads, kBytes, stream, job, xq, n);
 }
 
 // Long rows (four pieces) whose tiles would leave multiprocessors idle (fewer than two blocks each) are

@@ -172,6 +172,12 @@ cudaError_t SmallQuantGemm(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream
 // The GPU's multiprocessors (0 when the device cannot be asked), for sizing grids.
 int MultiprocessorCount();
 
+// While set on a thread, the kernels it launches (or captures) leave out programmatic dependent launch
+// (pdl.cuh) and run in plain stream order, the same bits. The step queue sets it for the steps that
+// measured faster so: a hybrid model's prompt steps (docs/bench/gpu.md).
+void SetPlainLaunches(bool plain);
+bool PlainLaunches();
+
 // q, d = the int8 shadow of x (rows x cols, cols a multiple of 32) with a scale per `group` (32 or 256)
 // values of a row.
 cudaError_t Quantize(const float* x, int64_t rows, int64_t cols, int8_t* q, float* d, int group,

@@ -314,6 +314,13 @@ __global__ void NonFiniteFlagsKernel(const float* x, int64_t n, uint32_t* flags)
 
 }  // namespace
 
+namespace {
+thread_local bool plain_launches = false;
+}  // namespace
+
+void SetPlainLaunches(bool plain) { plain_launches = plain; }
+bool PlainLaunches() { return plain_launches; }
+
 cudaError_t NonFiniteFlags(const float* x, int64_t n, uint32_t* flags, cudaStream_t stream) {
   return Launch(NonFiniteFlagsKernel, kFiniteFlags, kThreads, 0, stream, x, n, flags);
 }

@@ -5,7 +5,8 @@
 // any buffer another kernel touches, and then AllowNext(), which lets the following kernel start once
 // all of this kernel's blocks have reached that point. The wait returns when the previous kernel has
 // finished and its writes are visible, exactly as ordinary stream order, so no result changes.
-// FAK_CUDA_PDL=0 launches every kernel in plain stream order (for comparisons).
+// FAK_CUDA_PDL=0 launches every kernel in plain stream order (for comparisons); so do the steps for which
+// the step queue sets PlainLaunches() (kernels.h).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -43,7 +44,10 @@ __device__ __forceinline__ void PrefetchL1(const void* p) {
   asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
 }
 
+bool PlainLaunches();  // kernels.h
+
 inline bool PdlEnabled() {
+  if (PlainLaunches()) return false;
   const char* v = std::getenv("FAK_CUDA_PDL");
   return v == nullptr || v[0] != '0';
 }

@@ -55,10 +55,12 @@ bool StepQueue::ProfileEnabled() {
   return v != nullptr && v[0] == '1';
 }
 
-void StepQueue::Begin(std::vector<uint64_t> shape, bool graph) {
+void StepQueue::Begin(std::vector<uint64_t> shape, bool graph, bool plain) {
   ops_.clear();
   shape_ = std::move(shape);
+  shape_.push_back(plain ? 1 : 0);
   graph_ = graph && !profile_;
+  plain_ = plain;
   in_step_ = true;
 }
 
@@ -265,6 +267,10 @@ std::string StepQueue::OpLabel(const Op& op) {
 }
 
 Status StepQueue::LaunchAll() {
+  struct Plain {  // for this step's launches (and captures) alone
+    explicit Plain(bool on) { SetPlainLaunches(on); }
+    ~Plain() { SetPlainLaunches(false); }
+  } plain(plain_);
   const bool timed = profile_ && !graph_;
   if (timed) {
     while (events_.size() < ops_.size() + 1) {

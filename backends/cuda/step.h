@@ -28,8 +28,9 @@ class StepQueue {
   StepQueue& operator=(const StepQueue&) = delete;
 
   // Starts a step. `shape` identifies everything the step's kernels read from fixed addresses (batch
-  // sizes, staging areas); `graph` says whether to run it as a graph.
-  void Begin(std::vector<uint64_t> shape, bool graph);
+  // sizes, staging areas); `graph` says whether to run it as a graph, `plain` whether its kernels go
+  // in plain stream order (SetPlainLaunches).
+  void Begin(std::vector<uint64_t> shape, bool graph, bool plain = false);
   bool in_step() const { return in_step_; }
 
   // An op: `key` lists every value its launch bakes in (pointers, sizes, scalars). Outside a step it
@@ -106,7 +107,7 @@ class StepQueue {
   int64_t split_floats_ = 0;
   unsigned* tail_counter_ = nullptr;
   int64_t tail_counters_ = 0;
-  bool in_step_ = false, graph_ = false;
+  bool in_step_ = false, graph_ = false, plain_ = false;
   std::vector<uint64_t> shape_;
   std::vector<Op> ops_;
   std::list<Graph> graphs_;     // most recently used first
