@@ -335,6 +335,26 @@ TEST(CudaOps, AttentionRowsOfDifferentChunkLengthsShareABatch) {
 // rows, rows of 4096+ weights (four pieces), and a row length that ends inside a segment (896).
 // The finiteness check reads the tensor where it is: a NaN or an infinity at its first or last value
 // or in between is found, with the tensor starting at any float (not only 16-byte) boundary.
+// Three sequences of lengths[q] rows each in state slots `slots`, at positions continuing *next_pos
+// (advanced), every row's output wanted: the batches of the DeltaNet tests.
+struct SlotBatch {
+  std::vector<int32_t> tokens, positions, row_seq, out_rows, page_begin = {0, 0, 0, 0}, pages, slots;
+  SlotBatch(const std::vector<int64_t>& lengths, const std::vector<int32_t>& slot_ids,
+            std::vector<int32_t>* next_pos)
+      : slots(slot_ids) {
+    for (int32_t q = 0; q < 3; ++q) {
+      for (int64_t r = 0; r < lengths[static_cast<size_t>(q)]; ++r) {
+        out_rows.push_back(static_cast<int32_t>(tokens.size()));
+        tokens.push_back(0);
+        positions.push_back((*next_pos)[static_cast<size_t>(q)]++);
+        row_seq.push_back(q);
+      }
+    }
+  }
+  int64_t rows() const { return std::ssize(tokens); }
+  BatchPlan plan() const { return {tokens, positions, row_seq, page_begin, pages, out_rows, 1, slots}; }
+};
+
 // A Gated-DeltaNet layer's convolution and gated delta rule against the CPU backend: at a real model's
 // head sizes (128) and at odd ones (40 value columns, a partial column group; a width-3 convolution),
 // three sequences of 1, 9 and 70 rows in one batch in slots out of order, then two batches that
@@ -396,18 +416,9 @@ TEST(CudaOps, DeltaNetLayerMatchesTheCpuBackend) {
     for (const std::vector<int64_t>& lengths :
          {std::vector<int64_t>{1, 9, 70}, std::vector<int64_t>{5, 1, 33},
           std::vector<int64_t>{300, 1, 129}}) {
-      std::vector<int32_t> tokens, positions, row_seq, out_rows;
-      for (int32_t q = 0; q < 3; ++q) {
-        for (int64_t r = 0; r < lengths[static_cast<size_t>(q)]; ++r) {
-          out_rows.push_back(static_cast<int32_t>(tokens.size()));
-          tokens.push_back(0);
-          positions.push_back(next_pos[static_cast<size_t>(q)]++);
-          row_seq.push_back(q);
-        }
-      }
-      const std::vector<int32_t> page_begin = {0, 0, 0, 0}, pages;
-      const BatchPlan plan{tokens, positions, row_seq, page_begin, pages, out_rows, 1, slots};
-      const int64_t rows = std::ssize(tokens);
+      const SlotBatch batch(lengths, slots, &next_pos);
+      const BatchPlan plan = batch.plan();
+      const int64_t rows = batch.rows();
       const uint32_t seed = static_cast<uint32_t>(rows);
       const std::vector<float> xv = Random(static_cast<size_t>(rows * cd), seed);
       const std::vector<float> bv = Random(static_cast<size_t>(rows * nv), seed + 1);
@@ -471,18 +482,9 @@ TEST(CudaOps, DeltaNetConvPromptKernelMatchesTheSerialOneBitForBit) {
     const std::vector<int32_t> slots = {1, 2, 0};
     std::vector<int32_t> next_pos(3, 0);
     for (const std::vector<int64_t>& lengths : batches) {
-      std::vector<int32_t> tokens, positions, row_seq, out_rows;
-      for (int32_t q = 0; q < 3; ++q) {
-        for (int64_t r = 0; r < lengths[static_cast<size_t>(q)]; ++r) {
-          out_rows.push_back(static_cast<int32_t>(tokens.size()));
-          tokens.push_back(0);
-          positions.push_back(next_pos[static_cast<size_t>(q)]++);
-          row_seq.push_back(q);
-        }
-      }
-      const std::vector<int32_t> page_begin = {0, 0, 0, 0}, pages;
-      const BatchPlan plan{tokens, positions, row_seq, page_begin, pages, out_rows, 1, slots};
-      const int64_t rows = std::ssize(tokens);
+      const SlotBatch batch(lengths, slots, &next_pos);
+      const BatchPlan plan = batch.plan();
+      const int64_t rows = batch.rows();
       const Tensor x =
           Upload(b, Random(static_cast<size_t>(rows * cd), static_cast<uint32_t>(rows)), rows, cd, plan);
       b.DeltaNetConv(*st, *dn, x, *w);
@@ -490,11 +492,8 @@ TEST(CudaOps, DeltaNetConvPromptKernelMatchesTheSerialOneBitForBit) {
       b.Free(x);
     }
     // The windows, through one more row each from zeros: the output is the window's weighted sum.
-    std::vector<int32_t> tokens = {0, 0, 0}, positions = {next_pos[0], next_pos[1], next_pos[2]},
-                         row_seq = {0, 1, 2}, out_rows = {0, 1, 2};
-    const std::vector<int32_t> page_begin = {0, 0, 0, 0}, pages;
-    const BatchPlan plan{tokens, positions, row_seq, page_begin, pages, out_rows, 1, slots};
-    const Tensor x = Upload(b, std::vector<float>(static_cast<size_t>(3 * cd), 0.0f), 3, cd, plan);
+    const SlotBatch batch({1, 1, 1}, slots, &next_pos);
+    const Tensor x = Upload(b, std::vector<float>(static_cast<size_t>(3 * cd), 0.0f), 3, cd, batch.plan());
     b.DeltaNetConv(*st, *dn, x, *w);
     got[serial].push_back(Fetch(b, x));
     b.Free(x);
