@@ -1,0 +1,4 @@
+#!/bin/bash
+# Call 20c (the same machine, warm): the 27B synthesized alone on 16 threads (251 s), then one round of fak
+# against llama.cpp (pp512 / tg32, -r 2).
+. scripts/gpu-call.sh; CUDALIB=$(dirname $(find /usr/local/cuda*/ /usr/lib -name 'libcublas.so*' 2>/dev/null | head -1)); export LD_LIBRARY_PATH=/tmp/ll/llama:$CUDALIB:$LD_LIBRARY_PATH; log "files: $(ls $M | tr '\n' ' ')"; [ -f $M/qwen3.5-27b-q4_k_m.gguf ] || timeout 380 $F synth --geometry qwen3.5-27b --type q4_k_m --threads 16 -o $M/qwen3.5-27b-q4_k_m.gguf > $OUT/synth27.txt 2>&1; log synth27 rc=$? $(tail -1 $OUT/synth27.txt); OUT=$OUT/b27 GEOMETRIES=qwen3.5-27b TYPES=q4_k_m N=32 R=2 LLAMA_BENCH=/tmp/ll/llama/llama-bench ROUNDS=1 timeout $((480 - $(el))) scripts/bench-cuda.sh > $OUT/b27.txt 2>&1; log b27 rc=$?; tail -4 $OUT/b27/summary.md >> $P; cat $P
