@@ -14,16 +14,17 @@ fi
 ninja -C "$build" gguf_fuzz safetensors_fuzz tokenizer_json_fuzz chat_template_fuzz
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-status=0
-for t in gguf safetensors tokenizer_json chat_template; do
+jobs=${FAK_JOBS:-$(nproc)}
+# One target: fuzz it, keep what it found, print its stats; its verdict in $scratch/$t.status.
+fuzz_target() {
+  local t=$1 status=0
   mkdir -p "$scratch/$t"
-  echo "== fuzz $t for ${secs}s"
   if ! "$build/tests/fuzz/${t}_fuzz" -max_total_time="$secs" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
-      -artifact_prefix="$scratch/" -print_final_stats=1 "$scratch/$t" "tests/fuzz/corpus/$t" 2> "$scratch/$t.log"; then
+      -artifact_prefix="$scratch/$t-" -print_final_stats=1 "$scratch/$t" "tests/fuzz/corpus/$t" 2> "$scratch/$t.log"; then
     status=1
     tail -40 "$scratch/$t.log"
     mkdir -p "$build/fuzz-artifacts"  # kept for a look, outside the source tree
-    for a in "$scratch"/crash-* "$scratch"/leak-* "$scratch"/timeout-*; do
+    for a in "$scratch/$t"-crash-* "$scratch/$t"-leak-* "$scratch/$t"-timeout-*; do
       [ -f "$a" ] && cp "$a" "$build/fuzz-artifacts/" && echo "kept $(basename "$a") in $build/fuzz-artifacts/"
     done
   else
@@ -32,5 +33,23 @@ for t in gguf safetensors tokenizer_json chat_template; do
   if [ "$merge" = "--merge" ]; then
     "$build/tests/fuzz/${t}_fuzz" -merge=1 "tests/fuzz/corpus/$t" "$scratch/$t" 2>&1 | tail -1
   fi
+  echo "$status" > "$scratch/$t.status"
+}
+# The targets run side by side, one per core (each fuzzes one thread for its whole time), each one's
+# output printed whole when it ends.
+targets=(gguf safetensors tokenizer_json chat_template)
+for ((i = 0; i < ${#targets[@]}; i += jobs)); do
+  for t in "${targets[@]:i:jobs}"; do
+    fuzz_target "$t" > "$scratch/$t.out" 2>&1 &
+  done
+  wait
+  for t in "${targets[@]:i:jobs}"; do
+    echo "== fuzz $t for ${secs}s"
+    cat "$scratch/$t.out"
+  done
+done
+status=0
+for t in "${targets[@]}"; do
+  [ "$(cat "$scratch/$t.status" 2>/dev/null)" = 0 ] || status=1
 done
 exit $status
