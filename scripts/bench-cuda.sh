@@ -87,6 +87,7 @@ from statistics import median
 out = sys.argv[1]
 rows = {}
 roof = {}
+cold = set()  # llama.cpp prompt tests with fewer than 3 repetitions: their median holds the cold one
 for f in sorted(glob.glob(os.path.join(out, "*.json"))):
     base = os.path.basename(f)[:-5]
     if base == "gpu" or base.startswith("batch-"):
@@ -101,6 +102,8 @@ for f in sorted(glob.glob(os.path.join(out, "*.json"))):
         for r in d:
             test = "pp%d" % r["n_prompt"] if r["n_gen"] == 0 else "tg%d" % r["n_gen"]
             rows.setdefault((model, test, rnd), {})[engine] = median(r.get("samples_ts") or [r["avg_ts"]])
+            if r["n_gen"] == 0 and len(r.get("samples_ts") or []) < 3:
+                cold.add(test)
     else:
         for r in d["results"]:
             rows.setdefault((model, r["test"], rnd), {})[engine] = median(r.get("samples") or [r["tokens_per_second"]])
@@ -121,6 +124,10 @@ for (model, test, rnd), v in sorted(rows.items()):
         step, bw = roof[(model, rnd)]
         share = ", ".join("%.0f%%" % (100 * v[e] * step / 1e9 / bw) if e in v else "-" for e in engines)
     print("| %s | %s | %s | %s |%s %s |" % (model, test, rnd, " | ".join(cells), ratio, share))
+if cold:
+    print("\nNote: llama.cpp's %s ran fewer than 3 repetitions, so its number above is the median of a cold"
+          " first repetition and a warm one (take R >= 3, or its warm sample from the raw files)."
+          % ", ".join(sorted(cold)))
 EOF
 for f in "$out"/batch-*.txt; do
   [ -f "$f" ] || continue
