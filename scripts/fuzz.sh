@@ -15,7 +15,7 @@ ninja -C "$build" gguf_fuzz safetensors_fuzz tokenizer_json_fuzz chat_template_f
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 jobs=${FAK_JOBS:-$(nproc)}
-# One target: fuzz it, keep what it found, print its stats; its verdict in $scratch/$t.status.
+# One target: fuzz it, keep what it found, print its stats; non-zero when it found a failure.
 fuzz_target() {
   local t=$1 status=0
   mkdir -p "$scratch/$t"
@@ -33,23 +33,22 @@ fuzz_target() {
   if [ "$merge" = "--merge" ]; then
     "$build/tests/fuzz/${t}_fuzz" -merge=1 "tests/fuzz/corpus/$t" "$scratch/$t" 2>&1 | tail -1
   fi
-  echo "$status" > "$scratch/$t.status"
+  return $status
 }
 # The targets run side by side, one per core (each fuzzes one thread for its whole time), each one's
 # output printed whole when it ends.
 targets=(gguf safetensors tokenizer_json chat_template)
+status=0
 for ((i = 0; i < ${#targets[@]}; i += jobs)); do
+  pids=()
   for t in "${targets[@]:i:jobs}"; do
     fuzz_target "$t" > "$scratch/$t.out" 2>&1 &
+    pids+=($!)
   done
-  wait
+  for pid in "${pids[@]}"; do wait "$pid" || status=1; done
   for t in "${targets[@]:i:jobs}"; do
     echo "== fuzz $t for ${secs}s"
     cat "$scratch/$t.out"
   done
-done
-status=0
-for t in "${targets[@]}"; do
-  [ "$(cat "$scratch/$t.status" 2>/dev/null)" = 0 ] || status=1
 done
 exit $status
