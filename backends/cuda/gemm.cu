@@ -24,6 +24,7 @@
 // the 512 tokens' matrices at 4 warp-instructions per clock per SM on 132 SMs at 1.98 GHz, the floor of
 // that design; the K-quants' integer sums take that to ~1.5 a block and output.
 #include <cstdlib>
+#include <string_view>
 #include <type_traits>
 
 #include "backends/cuda/gemm_tiles.cuh"
@@ -147,7 +148,12 @@ __device__ __forceinline__ void ComputeSegmentInt(const Stage<F>& st, const type
 // kPieces = QuantPieces(cols): the segments' sums go to `piece` and pieces to `total` in order. With
 // kSplit, block z computes piece z alone (its segments folded from +0, as `piece` would hold them) and
 // writes it to the job's scratch, piece-major; CombinePieces then adds the four in order.
-template <class F, int kPieces, bool kSplit>
+// With kTotalShared (kPieces > 1, !kSplit), the sum of the closed pieces waits in shared memory instead
+// of registers: it changes four times a kernel, and the registers are the ones the segment loop spilled
+// (ptxas, 8 warps: Q4_K 64 -> 28 bytes, Q6_K 80 -> 36, Q8_0 28 -> 4; 4 warps: Q6_K 0, Q4_K 104 -> 4, Q8_0
+// 104 -> 0). At 512 rows on an H100 (call 22) it made the Q8_0 27B products 5-9% faster, Q4_K's 0-2%,
+// Q6_K's between 3% faster and 2% slower. FAK_CUDA_GEMM_TOTAL=registers keeps the sum in registers.
+template <class F, int kPieces, bool kSplit, bool kTotalShared = false>
 __global__ void __launch_bounds__(F::kThreads, 2) GemmKernel(MatVecJob job, Q8Act xq, int64_t n) {
   constexpr int kThreads = F::kThreads, kI = kSub<F>;
   AfterPrevious();
@@ -180,6 +186,10 @@ __global__ void __launch_bounds__(F::kThreads, 2) GemmKernel(MatVecJob job, Q8Ac
       for (int e = 0; e < 4; ++e) total[i][j][e] = piece[i][j][e] = 0.0f;
     }
   }
+  constexpr bool kPieceSums = kPieces > 1 && !kSplit;
+  constexpr bool kShared = kPieceSums && kTotalShared;
+  // Output (i, j, e)'s closed pieces for thread tid, past the stages: consecutive threads, consecutive words.
+  float* const shared_total = reinterpret_cast<float*>(smem + 2 * sizeof(Stage<F>)) + threadIdx.x;
   auto close_piece = [&](int p) {
 #pragma unroll
     for (int i = 0; i < kI; ++i) {
@@ -187,13 +197,17 @@ __global__ void __launch_bounds__(F::kThreads, 2) GemmKernel(MatVecJob job, Q8Ac
       for (int j = 0; j < 4; ++j) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          total[i][j][e] = p == 0 ? piece[i][j][e] : __fadd_rn(total[i][j][e], piece[i][j][e]);
+          if constexpr (kShared) {
+            float& t = shared_total[((i * 4 + j) * 4 + e) * kThreads];
+            t = p == 0 ? piece[i][j][e] : __fadd_rn(t, piece[i][j][e]);
+          } else {
+            total[i][j][e] = p == 0 ? piece[i][j][e] : __fadd_rn(total[i][j][e], piece[i][j][e]);
+          }
           piece[i][j][e] = 0.0f;
         }
       }
     }
   };
-  constexpr bool kPieceSums = kPieces > 1 && !kSplit;
 
   typename F::Scales ws;
   std::conditional_t<F::kSegInt, XSegScales<kThreads>, XScales<kThreads>> xs;
@@ -253,6 +267,16 @@ __global__ void __launch_bounds__(F::kThreads, 2) GemmKernel(MatVecJob job, Q8Ac
   if constexpr (kPieceSums) {
     for (; p < kPieces; ++p) close_piece(p);
   }
+  if constexpr (kShared) {
+#pragma unroll
+    for (int i = 0; i < kI; ++i) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) total[i][j][e] = shared_total[((i * 4 + j) * 4 + e) * kThreads];
+      }
+    }
+  }
 
   const MatVecOut out = job.out[k];
   const int g = lane >> 2, q = lane & 3;
@@ -292,15 +316,22 @@ __global__ void CombinePieces(MatVecJob job, int64_t n, int64_t all_rows) {
   StoreResult(job.out[k], r, o, v);
 }
 
-template <class F, int kPieces, bool kSplit>
+template <class F, int kPieces, bool kSplit, bool kTotalShared = false>
 cudaError_t LaunchGemm(const MatVecJob& job, Q8Act xq, int64_t n, int64_t tiles, cudaStream_t stream) {
-  constexpr int kBytes = 2 * sizeof(Stage<F>);
-  static const cudaError_t attr = cudaFuncSetAttribute(GemmKernel<F, kPieces, kSplit>,
+  constexpr int kBytes = 2 * sizeof(Stage<F>) + (kTotalShared ? kSub<F> * 16 * F::kThreads * 4 : 0);
+  static const cudaError_t attr = cudaFuncSetAttribute(GemmKernel<F, kPieces, kSplit, kTotalShared>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
   if (attr != cudaSuccess) return attr;
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((n + kTile - 1) / kTile),
                   kSplit ? 4 : 1);
-  return Launch(GemmKernel<F, kPieces, kSplit>, grid, F::kThreads, kBytes, stream, job, xq, n);
+  return Launch(GemmKernel<F, kPieces, kSplit, kTotalShared>, grid, F::kThreads, kBytes, stream, job, xq, n);
+}
+
+// Where GemmKernel keeps the closed pieces' sum: FAK_CUDA_GEMM_TOTAL=shared (default) or registers (the
+// same bits either way).
+bool TotalShared() {
+  const char* v = std::getenv("FAK_CUDA_GEMM_TOTAL");
+  return v == nullptr || std::string_view(v) != "registers";
 }
 
 // Long rows (four pieces) whose tiles would leave multiprocessors idle (fewer than two blocks each) are
@@ -315,7 +346,8 @@ cudaError_t LaunchPieces(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t
   if (QuantPieces(job.w[0].cols) == 1) return LaunchGemm<F, 1, false>(job, xq, n, tiles, stream);
   const int64_t blocks = tiles * ((n + kTile - 1) / kTile);
   if (job.split == nullptr || job.split_floats < 4 * n * all_rows || blocks >= 2 * MultiprocessorCount()) {
-    return LaunchGemm<F, 4, false>(job, xq, n, tiles, stream);
+    return TotalShared() ? LaunchGemm<F, 4, false, true>(job, xq, n, tiles, stream)
+                         : LaunchGemm<F, 4, false>(job, xq, n, tiles, stream);
   }
   if (const cudaError_t e = LaunchGemm<F, 4, true>(job, xq, n, tiles, stream); e != cudaSuccess) return e;
   const int64_t outputs = n * all_rows;
@@ -335,11 +367,15 @@ cudaError_t LaunchPieces(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t
 // faster for Q4_K at every shape (1.2-1.6x), for Q6_K at most (up to 1.33x; the 27B attention and
 // DeltaNet inputs 1-2% slower), for Q8_0 at the 1.5B shapes (5-8%) and slower at some 7B/27B ones (the
 // 7B gate/up 12%); end to end pp512 at 1.5B: Q8_0 +7%, Q4_K_M +21% (base: the four-warp kernels before
-// this form). Every format takes 8; FAK_CUDA_GEMM_WARPS=4 or 8 sets every format.
-int GemmWarps() {
+// this form). Since the closed pieces' sum moved to shared memory, Q6_K with 4 warps fits its 255
+// registers without spilling (it spilled with it in registers) and measured 8-11% faster than with 8 at the
+// 27B shapes (2026-12-07, call 22, H100; rows of four pieces), 2% slower at the 1.5B gate/up (one piece);
+// Q4_K and Q8_0 were slower with 4 at every shape. So Q6_K rows of four pieces take 4 warps, everything
+// else 8; FAK_CUDA_GEMM_WARPS=4 or 8 sets every product.
+int GemmWarps(MatFormat format, int64_t cols) {
   const char* v = std::getenv("FAK_CUDA_GEMM_WARPS");
   if (v != nullptr && v[0] != '\0') return std::atoi(v) == 8 ? 8 : 4;
-  return 8;
+  return format == MatFormat::kQ6_K && QuantPieces(cols) > 1 ? 4 : 8;
 }
 
 template <int kThreads>
@@ -371,8 +407,8 @@ int MultiprocessorCount() {
 cudaError_t QuantGemm(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t stream) {
   if (n <= 0 || job.count <= 0) return cudaSuccess;
   if (GroupFor(job.w[0].format) == kKQuantGroup && xq.group != kKQuantGroup) return cudaErrorInvalidValue;
-  return gemm::GemmWarps() == 8 ? gemm::LaunchFormat<256>(job, xq, n, stream)
-                                : gemm::LaunchFormat<128>(job, xq, n, stream);
+  return gemm::GemmWarps(job.w[0].format, job.w[0].cols) == 8 ? gemm::LaunchFormat<256>(job, xq, n, stream)
+                                                              : gemm::LaunchFormat<128>(job, xq, n, stream);
 }
 
 }  // namespace fak::cuda
