@@ -1,5 +1,5 @@
 #!/bin/bash
-# Call 24 (call 23 without the 27B, for lack of device time): the CUDA op tests of c5a3c7e (the GEMM's
+# Call 24 (call 23 without the 27B, for lack of device time): the CUDA op tests of 89af59a (the GEMM's
 # closed pieces' sum in shared memory, Q6_K rows of four pieces on four warps), the GEMM's again with the
 # sum in registers; the kernel bench at 512 rows against "old" (FAK_CUDA_GEMM_TOTAL=registers,
 # FAK_CUDA_GEMM_WARPS=8: the code before, the same bits); then pp512 of the 2B hybrid and the 1.5B Q4_K_M
