@@ -12,8 +12,6 @@
 namespace fak::bench {
 namespace {
 
-double Ms(int64_t ns) { return static_cast<double>(ns) * 1e-6; }
-
 int32_t Argmax(const std::vector<float>& logits) {
   return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }

@@ -22,8 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-double Ms(int64_t ns) { return static_cast<double>(ns) * 1e-6; }
-
 // One engine behind its HTTP server.
 struct ServerArm {
   std::string name;  // file-name form

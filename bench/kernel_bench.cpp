@@ -1,7 +1,5 @@
 #include "bench/kernel_bench.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -24,12 +22,6 @@ namespace {
 // repetition (the best of all when none was clean, counted in g_contended).
 int g_threads = 1;
 int g_measurements = 0, g_contended = 0;
-
-double ProcessCpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 // Runs fn repeatedly for at least min_seconds (after one warm-up call); returns the best seconds.
 template <typename Fn>

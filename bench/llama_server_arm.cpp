@@ -12,8 +12,6 @@
 namespace fak::bench {
 namespace {
 
-double Ms(int64_t ns) { return static_cast<double>(ns) * 1e-6; }
-
 // Splits a server-sent-event stream into the JSON payloads of its "data:" lines.
 class SseParser {
  public:

@@ -1,7 +1,5 @@
 #include "bench/model_bench.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -49,12 +47,6 @@ std::vector<MatrixSpec> Qwen25_1_5B(const std::string& quant) {
 size_t MatrixBytes(const MatrixSpec& s, bool packed) {
   if (packed) return cpu::PackedBytes(s.type, s.rows, s.cols);
   return static_cast<size_t>(s.rows) * *GgmlRowBytes(s.type, static_cast<uint64_t>(s.cols));
-}
-
-double ProcessCpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 // Wall seconds of one run and whether every thread had the CPU throughout (>= 95% of wall x threads).

@@ -1,5 +1,7 @@
-// Monotonic wall-clock timing.
+// Monotonic wall-clock timing, and the CPU time of the process.
 #pragma once
+
+#include <time.h>
 
 #include <chrono>
 #include <cstdint>
@@ -10,6 +12,16 @@ inline int64_t NowNanos() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// Nanoseconds as milliseconds.
+inline double Ms(int64_t ns) { return static_cast<double>(ns) * 1e-6; }
+
+// Seconds of CPU time all the process's threads have used.
+inline double ProcessCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 class Timer {

@@ -48,16 +48,16 @@ void RebuildLogits(const float* h, const std::vector<float>& emb, int64_t d, flo
   }
 }
 
-struct Case {
+struct OracleCase {
   const char* name;
   WeightQuant quant;
   bool kv_f32 = false;
 };
 
-class HfOracle : public ::testing::TestWithParam<Case> {};
+class HfOracle : public ::testing::TestWithParam<OracleCase> {};
 
 TEST_P(HfOracle, MatchesTransformers) {
-  const Case c = GetParam();
+  const OracleCase c = GetParam();
   const std::string dir = std::string("tests/fixtures/hf/") + c.name;
   std::ifstream in(dir + "/oracle.json");
   ASSERT_TRUE(in) << dir;
@@ -111,21 +111,22 @@ TEST_P(HfOracle, MatchesTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, HfOracle,
-    ::testing::Values(Case{"llama3-tiny", WeightQuant::kKeep}, Case{"llama3-tiny", WeightQuant::kF32},
-                      Case{"qwen2-tiny", WeightQuant::kKeep}, Case{"qwen2-tiny", WeightQuant::kF32},
-                      Case{"qwen3-tiny", WeightQuant::kKeep}, Case{"qwen3-tiny", WeightQuant::kF32},
-                      Case{"qwen2-256", WeightQuant::kKeep}, Case{"qwen2-256", WeightQuant::kF32},
-                      Case{"llama3-tiny", WeightQuant::kF32, true},
-                      Case{"qwen2-tiny", WeightQuant::kKeep, true}, Case{"qwen35-tiny", WeightQuant::kKeep},
-                      Case{"qwen35-tiny", WeightQuant::kF32}, Case{"qwen35-tiny", WeightQuant::kF32, true},
-                      // Mixture of experts: f32 keys and values only. The f16 cache moves a query by ~1e-3,
-                      // and of this random model's ~1,600 routing decisions a few have top-2 margins that
-                      // small, so the expert picked flips and its output jumps (seen: cosine 0.968 and
-                      // another argmax at a position of the code prompt, bf16 and f32 weights alike).
-                      Case{"qwen3next-tiny", WeightQuant::kKeep, true},
-                      Case{"qwen3next-tiny", WeightQuant::kF32, true},
-                      Case{"qwen35moe-tiny", WeightQuant::kKeep, true},
-                      Case{"qwen35moe-tiny", WeightQuant::kF32, true}),
+    ::testing::Values(
+        OracleCase{"llama3-tiny", WeightQuant::kKeep}, OracleCase{"llama3-tiny", WeightQuant::kF32},
+        OracleCase{"qwen2-tiny", WeightQuant::kKeep}, OracleCase{"qwen2-tiny", WeightQuant::kF32},
+        OracleCase{"qwen3-tiny", WeightQuant::kKeep}, OracleCase{"qwen3-tiny", WeightQuant::kF32},
+        OracleCase{"qwen2-256", WeightQuant::kKeep}, OracleCase{"qwen2-256", WeightQuant::kF32},
+        OracleCase{"llama3-tiny", WeightQuant::kF32, true},
+        OracleCase{"qwen2-tiny", WeightQuant::kKeep, true}, OracleCase{"qwen35-tiny", WeightQuant::kKeep},
+        OracleCase{"qwen35-tiny", WeightQuant::kF32}, OracleCase{"qwen35-tiny", WeightQuant::kF32, true},
+        // Mixture of experts: f32 keys and values only. The f16 cache moves a query by ~1e-3,
+        // and of this random model's ~1,600 routing decisions a few have top-2 margins that
+        // small, so the expert picked flips and its output jumps (seen: cosine 0.968 and
+        // another argmax at a position of the code prompt, bf16 and f32 weights alike).
+        OracleCase{"qwen3next-tiny", WeightQuant::kKeep, true},
+        OracleCase{"qwen3next-tiny", WeightQuant::kF32, true},
+        OracleCase{"qwen35moe-tiny", WeightQuant::kKeep, true},
+        OracleCase{"qwen35moe-tiny", WeightQuant::kF32, true}),
     [](const auto& info) {
       std::string n = std::string(info.param.name) + "_" + WeightQuantName(info.param.quant) +
                       (info.param.kv_f32 ? "_kv_f32" : "");

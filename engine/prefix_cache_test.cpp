@@ -1,6 +1,7 @@
 // The radix prefix cache: token-granular longest-prefix matching, exact logits from a restored
 // prefix, LRU eviction that spares pinned entries, and no page left behind.
 #include "engine/prefix_cache.h"
+#include "engine/test_fixtures.h"
 
 #include <gtest/gtest.h>
 
@@ -8,8 +9,6 @@
 
 namespace fak {
 namespace {
-
-const char* kTinyLlama = "../shared/fixtures/llamacpp-tiny/tiny-llama-q8_0.gguf";
 
 class PrefixCacheTest : public ::testing::Test {
  protected:

@@ -15,12 +15,11 @@
 #include <random>
 
 #include "engine/session.h"
+#include "engine/test_fixtures.h"
 #include "formats/gguf.h"
 
 namespace fak {
 namespace {
-
-const char* kTinyLlama = "../shared/fixtures/llamacpp-tiny/tiny-llama-q8_0.gguf";
 
 struct Seq {
   std::vector<int32_t> tokens;

@@ -2,6 +2,7 @@
 // log-probabilities they give alone with nothing cached; cancellation, a full queue and a request
 // too large for the pool are handled, and every page comes back.
 #include "engine/scheduler.h"
+#include "engine/test_fixtures.h"
 
 #include <gtest/gtest.h>
 
@@ -12,8 +13,6 @@
 
 namespace fak {
 namespace {
-
-const char* kTinyLlama = "../shared/fixtures/llamacpp-tiny/tiny-llama-q8_0.gguf";
 
 struct Output {
   std::vector<int32_t> ids;

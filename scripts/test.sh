@@ -22,7 +22,8 @@ step() {
 
 # The sanitizer trees are unity builds (several sources of a target compiled as one file): each header
 # set (CLI11, nlohmann/json, gtest) is parsed and its templates instantiated once per batch instead of
-# once per file.
+# once per file. So the file-local names of a target's sources must differ from one another (shared
+# helpers live in headers: core/timer.h, engine/test_fixtures.h, ...).
 asan() {
   if [ ! -f build-asan/build.ninja ]; then
     cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Asan -DFAK_ENABLE_CUDA=OFF -DCMAKE_UNITY_BUILD=ON \

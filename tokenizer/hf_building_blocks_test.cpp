@@ -46,7 +46,7 @@ std::vector<std::string> VectorTexts(const std::string& path) {
   return texts;
 }
 
-std::string Join(const std::vector<int32_t>& ids) {
+std::string JoinIds(const std::vector<int32_t>& ids) {
   std::string s;
   for (int32_t id : ids) s += std::to_string(id) + " ";
   return s;
@@ -68,8 +68,8 @@ int Check(const Tokenizer& tok, const std::string& config, const std::vector<std
     }
     if (*ids != want) {
       if (++failures <= 3) {
-        ADD_FAILURE() << config << ": text " << i << " '" << texts[i] << "'\n  fak:  " << Join(*ids)
-                      << "\n  want: " << Join(want);
+        ADD_FAILURE() << config << ": text " << i << " '" << texts[i] << "'\n  fak:  " << JoinIds(*ids)
+                      << "\n  want: " << JoinIds(want);
       }
       continue;
     }

@@ -6,13 +6,12 @@
 
 #include "tokenizer/normalizer.h"  // NormalizerStep, EscapeRegex
 #include "tokenizer/pre_split.h"   // kGpt2SplitPattern, SplitRule
+#include "tokenizer/unicode.h"     // kMetaspace
 
 namespace fak {
 namespace {
 
 using nlohmann::json;
-
-constexpr char kMetaspace[] = "\xE2\x96\x81";
 
 bool GetBool(const json& j, const char* key, bool fallback) {
   const auto it = j.find(key);
@@ -303,7 +302,7 @@ struct Parser {
       return Status::Ok();
     }
     if (type == "Metaspace") {
-      if (p.value("replacement", kMetaspace) != kMetaspace) {
+      if (p.value("replacement", std::string(kMetaspace)) != kMetaspace) {
         return Unsupported("{}: {} replacement other than U+2581", source, where);
       }
       // Metaspace rewrites each piece earlier steps made; fak does it for the whole text.
@@ -318,7 +317,7 @@ struct Parser {
       spec.space_prefix_first_only = scheme == "first";
       spec.space_prefix_if_missing = true;
       // split = true: each U+2581 starts a new word.
-      if (GetBool(p, "split", true)) split(kMetaspace, SplitBehavior::kMergedWithNext);
+      if (GetBool(p, "split", true)) split(std::string(kMetaspace), SplitBehavior::kMergedWithNext);
       return Status::Ok();
     }
     return Unsupported(

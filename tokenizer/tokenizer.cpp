@@ -9,12 +9,11 @@
 #include "tokenizer/merge_table.h"  // MergeTable, ApplyBpeMerges, SpmEncode
 #include "tokenizer/normalizer.h"   // Normalizer
 #include "tokenizer/pre_split.h"    // PreSplitter
-#include "tokenizer/unicode.h"      // SanitizeUtf8, GetByteLevelTable
+#include "tokenizer/unicode.h"      // SanitizeUtf8, GetByteLevelTable, kMetaspace
 
 namespace fak {
 namespace {
 
-constexpr std::string_view kMetaspace = "\xE2\x96\x81";  // U+2581 LOWER ONE EIGHTH BLOCK
 constexpr size_t kMaxCachedPieceBytes = 64;
 constexpr size_t kMaxCacheEntries = 1 << 15;
 

@@ -12,6 +12,9 @@
 
 namespace fak {
 
+// U+2581 LOWER ONE EIGHTH BLOCK, SentencePiece's visible space (Metaspace).
+inline constexpr std::string_view kMetaspace = "\xE2\x96\x81";
+
 // Length in bytes of the valid UTF-8 sequence starting at s[0], or 0 when s does not start with one
 // (bad lead byte, bad continuation, overlong form, surrogate, above U+10FFFF, or cut short).
 size_t ValidUtf8PrefixLength(std::string_view s);

@@ -19,6 +19,7 @@
 #include "engine/arch/arch.h"
 
 namespace fak {
+namespace qwen35 {
 namespace {
 
 enum LayerTensor {
@@ -533,14 +534,16 @@ Architecture HybridArchitecture(const char* name, std::vector<std::string> handl
 }
 
 }  // namespace
+}  // namespace qwen35
 
 const Architecture& Qwen35Hybrid() {
-  static const Architecture arch = HybridArchitecture("qwen3.5-hybrid", {"qwen3_5", "qwen3_5_moe"}, false);
+  static const Architecture arch =
+      qwen35::HybridArchitecture("qwen3.5-hybrid", {"qwen3_5", "qwen3_5_moe"}, false);
   return arch;
 }
 
 const Architecture& Qwen3NextHybrid() {
-  static const Architecture arch = HybridArchitecture("qwen3-next-hybrid", {"qwen3_next"}, true);
+  static const Architecture arch = qwen35::HybridArchitecture("qwen3-next-hybrid", {"qwen3_next"}, true);
   return arch;
 }
 
