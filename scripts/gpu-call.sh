@@ -12,6 +12,7 @@
 #          the middle still returns what was done;
 #   F      the fak binary of the pack; M, the folder for synthesized models;
 #   el     seconds since the start; log TEXT, a line in the progress log with the time and el.
+#   llama_cuda, a function that unpacks llama.cpp's CUDA build (carried as .cuda-llama) and sets LLAMA_BENCH.
 # The pack's libraries are on LD_LIBRARY_PATH and its tokenizer in FAK_SYNTH_TOKENIZER; the GPU, the
 # binary's version and lscpu are logged.
 set -u
@@ -35,3 +36,15 @@ $F --version | head -1 >> "$P"
 lscpu > "$OUT/lscpu.txt" 2>&1
 M=$(scripts/test-cuda.sh models-dir)
 mkdir -p "$M"
+
+# llama.cpp's CUDA build, carried as .cuda-llama/llama.tar.xz: unpacked to /tmp/ll (kept while the machine
+# stays warm), its libraries and the toolkit's cuBLAS put on LD_LIBRARY_PATH; LLAMA_BENCH names its
+# llama-bench for scripts/bench-cuda.sh.
+llama_cuda() {
+  [ -x /tmp/ll/llama/llama-bench ] || { mkdir -p /tmp/ll && python3 -c \
+    'import sys,tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' .cuda-llama/llama.tar.xz /tmp/ll; }
+  local cudalib
+  cudalib=$(dirname "$(find /usr/local/cuda*/ /usr/lib -name 'libcublas.so*' 2>/dev/null | head -1)")
+  export LD_LIBRARY_PATH=/tmp/ll/llama:$cudalib:$LD_LIBRARY_PATH
+  export LLAMA_BENCH=/tmp/ll/llama/llama-bench
+}
