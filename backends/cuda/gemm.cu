@@ -24,7 +24,6 @@
 // the 512 tokens' matrices at 4 warp-instructions per clock per SM on 132 SMs at 1.98 GHz, the floor of
 // that design; the K-quants' integer sums take that to ~1.5 a block and output.
 #include <cstdlib>
-#include <string_view>
 #include <type_traits>
 
 #include "backends/cuda/gemm_tiles.cuh"
@@ -148,12 +147,12 @@ __device__ __forceinline__ void ComputeSegmentInt(const Stage<F>& st, const type
 // kPieces = QuantPieces(cols): the segments' sums go to `piece` and pieces to `total` in order. With
 // kSplit, block z computes piece z alone (its segments folded from +0, as `piece` would hold them) and
 // writes it to the job's scratch, piece-major; CombinePieces then adds the four in order.
-// With kTotalShared (kPieces > 1, !kSplit), the sum of the closed pieces waits in shared memory instead
-// of registers: it changes four times a kernel, and the registers are the ones the segment loop spilled
+// With kPieces > 1 and !kSplit, the sum of the closed pieces waits in shared memory rather than in
+// registers: it changes four times a kernel, and the registers are the ones the segment loop spilled
 // (ptxas, 8 warps: Q4_K 64 -> 28 bytes, Q6_K 80 -> 36, Q8_0 28 -> 4; 4 warps: Q6_K 0, Q4_K 104 -> 4, Q8_0
-// 104 -> 0). At 512 rows on an H100 (call 22) it made the Q8_0 27B products 5-9% faster, Q4_K's 0-2%,
-// Q6_K's between 3% faster and 2% slower. FAK_CUDA_GEMM_TOTAL=registers keeps the sum in registers.
-template <class F, int kPieces, bool kSplit, bool kTotalShared = false>
+// 104 -> 0). At 512 rows on an H100 the same bits came 1-11% faster at the 27B shapes (docs/bench/gpu.md,
+// calls 22 and 23), and the 27B hybrid's pp512 4-5% faster end to end.
+template <class F, int kPieces, bool kSplit>
 __global__ void __launch_bounds__(F::kThreads, 2) GemmKernel(MatVecJob job, Q8Act xq, int64_t n) {
   constexpr int kThreads = F::kThreads, kI = kSub<F>;
   AfterPrevious();
@@ -187,7 +186,6 @@ __global__ void __launch_bounds__(F::kThreads, 2) GemmKernel(MatVecJob job, Q8Ac
     }
   }
   constexpr bool kPieceSums = kPieces > 1 && !kSplit;
-  constexpr bool kShared = kPieceSums && kTotalShared;
   // Output (i, j, e)'s closed pieces for thread tid, past the stages: consecutive threads, consecutive words.
   float* const shared_total = reinterpret_cast<float*>(smem + 2 * sizeof(Stage<F>)) + threadIdx.x;
   auto close_piece = [&](int p) {
@@ -197,12 +195,8 @@ __global__ void __launch_bounds__(F::kThreads, 2) GemmKernel(MatVecJob job, Q8Ac
       for (int j = 0; j < 4; ++j) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          if constexpr (kShared) {
-            float& t = shared_total[((i * 4 + j) * 4 + e) * kThreads];
-            t = p == 0 ? piece[i][j][e] : __fadd_rn(t, piece[i][j][e]);
-          } else {
-            total[i][j][e] = p == 0 ? piece[i][j][e] : __fadd_rn(total[i][j][e], piece[i][j][e]);
-          }
+          float& t = shared_total[((i * 4 + j) * 4 + e) * kThreads];
+          t = p == 0 ? piece[i][j][e] : __fadd_rn(t, piece[i][j][e]);
           piece[i][j][e] = 0.0f;
         }
       }
@@ -266,8 +260,6 @@ __global__ void __launch_bounds__(F::kThreads, 2) GemmKernel(MatVecJob job, Q8Ac
   }
   if constexpr (kPieceSums) {
     for (; p < kPieces; ++p) close_piece(p);
-  }
-  if constexpr (kShared) {
 #pragma unroll
     for (int i = 0; i < kI; ++i) {
 #pragma unroll
@@ -316,22 +308,16 @@ __global__ void CombinePieces(MatVecJob job, int64_t n, int64_t all_rows) {
   StoreResult(job.out[k], r, o, v);
 }
 
-template <class F, int kPieces, bool kSplit, bool kTotalShared = false>
+template <class F, int kPieces, bool kSplit>
 cudaError_t LaunchGemm(const MatVecJob& job, Q8Act xq, int64_t n, int64_t tiles, cudaStream_t stream) {
-  constexpr int kBytes = 2 * sizeof(Stage<F>) + (kTotalShared ? kSub<F> * 16 * F::kThreads * 4 : 0);
-  static const cudaError_t attr = cudaFuncSetAttribute(GemmKernel<F, kPieces, kSplit, kTotalShared>,
+  constexpr bool kPieceSums = kPieces > 1 && !kSplit;  // the closed pieces' sum in shared memory
+  constexpr int kBytes = 2 * sizeof(Stage<F>) + (kPieceSums ? kSub<F> * 16 * F::kThreads * 4 : 0);
+  static const cudaError_t attr = cudaFuncSetAttribute(GemmKernel<F, kPieces, kSplit>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
   if (attr != cudaSuccess) return attr;
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((n + kTile - 1) / kTile),
                   kSplit ? 4 : 1);
-  return Launch(GemmKernel<F, kPieces, kSplit, kTotalShared>, grid, F::kThreads, kBytes, stream, job, xq, n);
-}
-
-// Where GemmKernel keeps the closed pieces' sum: FAK_CUDA_GEMM_TOTAL=shared (default) or registers (the
-// same bits either way).
-bool TotalShared() {
-  const char* v = std::getenv("FAK_CUDA_GEMM_TOTAL");
-  return v == nullptr || std::string_view(v) != "registers";
+  return Launch(GemmKernel<F, kPieces, kSplit>, grid, F::kThreads, kBytes, stream, job, xq, n);
 }
 
 // Long rows (four pieces) whose tiles would leave multiprocessors idle (fewer than two blocks each) are
@@ -346,8 +332,7 @@ cudaError_t LaunchPieces(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t
   if (QuantPieces(job.w[0].cols) == 1) return LaunchGemm<F, 1, false>(job, xq, n, tiles, stream);
   const int64_t blocks = tiles * ((n + kTile - 1) / kTile);
   if (job.split == nullptr || job.split_floats < 4 * n * all_rows || blocks >= 2 * MultiprocessorCount()) {
-    return TotalShared() ? LaunchGemm<F, 4, false, true>(job, xq, n, tiles, stream)
-                         : LaunchGemm<F, 4, false>(job, xq, n, tiles, stream);
+    return LaunchGemm<F, 4, false>(job, xq, n, tiles, stream);
   }
   if (const cudaError_t e = LaunchGemm<F, 4, true>(job, xq, n, tiles, stream); e != cudaSuccess) return e;
   const int64_t outputs = n * all_rows;
