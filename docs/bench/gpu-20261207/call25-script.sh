@@ -3,7 +3,7 @@
 # CUDA op tests. Then how many warps a row suits the 27B hybrid's medium one-row products (decode): the
 # kernel bench at batch 1 with FAK_CUDA_MATVEC_SPLIT=1 / 2 / 4 against the default rule (four warps a
 # row of four pieces when there are fewer rows than twice the resident warps) at the 27B's and the 2B's
-# shapes, Q4_K and Q6_K; the 2B hybrid's tg128 under the same settings, alternating; and on an H200 the
+# shapes, Q4_K and Q6_K; the 2B hybrid's pp512 with the GEMM's Q6_K on four and eight warps; its tg128 under the same settings, alternating; and on an H200 the
 # fleet burst of issue 11 (1.5B Q8_0, 32 agents, a 2,048-token preamble). Carry: .cuda-run.
 LIMIT=${LIMIT:-300}
 . scripts/gpu-call.sh
@@ -19,6 +19,15 @@ timeout 120 $F bench kernels --backend cuda --batch 1 --seconds 0.05 --rounds 2 
   > $OUT/kernels-1.txt 2>&1
 log kernels rc=$?; grep -iE 'differ|error' $OUT/kernels-1.txt | head -3 >> $P
 wait
+# The 2B hybrid's pp512 with Q6_K's rows of four pieces on four warps a GEMM tile (default) and on eight,
+# alternating, on a quiet host (call 23's A/B ran beside the 27B's synthesis and leaned to the old form).
+for r in 1 2 3; do
+  for v in new w8; do
+    [ $((r % 2)) = 0 ] && v=$([ $v = new ] && echo w8 || echo new)
+    env $([ $v = w8 ] && echo FAK_CUDA_GEMM_WARPS=8) timeout 8 $F bench -m $M/h2.gguf --backend cuda -p 512 -n 0 -r 3 > $OUT/pp-h2-$v-r$r.txt 2>&1
+    log h2 $v r$r $(grep -E 'pp512' $OUT/pp-h2-$v-r$r.txt | awk -F'|' '{printf "%s;", $8}')
+  done
+done
 for r in 1 2 3; do
   for v in 0 1 4; do
     [ $(el) -gt $((L - 70)) ] && break 2
