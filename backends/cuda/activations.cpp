@@ -81,16 +81,23 @@ bool Activations::ShadowValid(const Tensor& t, int* group) {
   int64_t off = 0;
   Buffer* b = Find(t, &off);
   if (b == nullptr || off < b->valid_begin || off + t.rows * t.cols > b->valid_end) return false;
+  // t reads groups along its own rows: those the writer made, or, when both its rows and the writer's
+  // are whole groups and t begins on a group's boundary, the same consecutive runs.
+  const int64_t g = b->valid_group;
+  const bool same_rows = t.cols == b->valid_row;
+  const bool whole = t.cols % g == 0 && b->valid_row % g == 0 && (off - b->valid_begin) % g == 0;
+  if (!same_rows && !whole) return false;
   *group = b->valid_group;
   return true;
 }
 
-void Activations::Shadowed(const Tensor& t, int group) {
+void Activations::Shadowed(const Tensor& t, int group, int64_t row) {
   int64_t off = 0;
   if (Buffer* b = Find(t, &off)) {
     b->valid_begin = off;
     b->valid_end = off + t.rows * t.cols;
     b->valid_group = group;
+    b->valid_row = row > 0 ? row : t.cols;
   }
 }
 

@@ -34,10 +34,14 @@ class Activations {
 
   // Where the int8 shadow of t lies, when its buffer has one and t covers whole 32-element runs.
   bool ShadowSlot(const Tensor& t, Q8Act* slot);
-  // Whether t's shadow holds t's current values; if so, *group is its Q8Act::group.
+  // Whether t's shadow holds t's current values in groups that run along t's rows; if so, *group is its
+  // Q8Act::group.
   bool ShadowValid(const Tensor& t, int* group);
-  void Shadowed(const Tensor& t, int group);  // t and its shadow (in groups of `group`) were written together
-  void Written(const Tensor& t);              // t was written, its buffer's shadow is stale
+  // t and its shadow were written together, in groups of `group` values that restart every `row` values
+  // from t's first (t.cols by default; groups over the whole view serve any reader whose rows are a whole
+  // number of groups).
+  void Shadowed(const Tensor& t, int group, int64_t row = 0);
+  void Written(const Tensor& t);  // t was written, its buffer's shadow is stale
 
  private:
   struct Buffer {
@@ -47,6 +51,7 @@ class Activations {
     int64_t elems = 0;
     int64_t valid_begin = 0, valid_end = 0;
     int valid_group = 32;
+    int64_t valid_row = 0;  // the shadow's groups restart every valid_row elements from valid_begin
   };
   // The buffer a tensor view lies in, and the view's first element in it.
   Buffer* Find(const Tensor& t, int64_t* offset);

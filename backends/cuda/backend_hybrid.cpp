@@ -21,15 +21,22 @@ Result<int32_t> CudaBackend::BindDeltaNet(const DeltaNetSpec& d) {
   return static_cast<int32_t>(delta_nets_.size() - 1);
 }
 
+// The gate and the gated norm write their output's shadow with it (its reader is a quantized product)
+// where the shadow's groups can be made in their launch, so that product needs no quantize launch.
 void CudaBackend::SigmoidMul(Tensor x, Tensor g) {
   if (!error_.ok()) return;
   FlushRopes();
+  Q8Act sh;
+  const bool shadow = x.cols % 32 == 0 && ShadowSlot(x, &sh);
+  int8_t* q = shadow ? const_cast<int8_t*>(sh.q) : nullptr;
+  float* d = shadow ? const_cast<float*>(sh.d) : nullptr;
+  const int group = shadow_group_;
   float* xs = x.data;
   const float* gs = g.data;
-  const int64_t n = x.rows * x.cols;
-  Queue("SigmoidMul", {U(xs), U(gs), U(n)},
-        [=](cudaStream_t s) { return fak::cuda::SigmoidMul(xs, gs, n, s); });
-  Written(x);
+  const int64_t rows = x.rows, cols = x.cols;
+  Queue("SigmoidMul", {U(xs), U(gs), U(rows), U(cols), U(q), U(d), U(group)},
+        [=](cudaStream_t s) { return fak::cuda::SigmoidMul(xs, gs, rows, cols, q, d, group, s); });
+  shadow ? Shadowed(x) : Written(x);
 }
 
 void CudaBackend::SplitHeads(Tensor x, int64_t head_dim, Tensor a, Tensor b) {
@@ -52,11 +59,23 @@ void CudaBackend::GatedRmsNorm(Tensor x, BoundWeight w, Tensor z, float eps) {
   const float* wv = vectors_[static_cast<size_t>(w.id)];
   const float* zs = z.data;
   const int64_t rows = x.rows, cols = x.cols;
+  // x is the heads' view (a row per head) of the product's input: the shadow in blocks of 32, or in
+  // groups of 256 over the whole view where heads tile a group (kernels.h).
+  const int group = shadow_group_;
+  Q8Act sh;
+  const bool shadow = cols % 32 == 0 && ShadowSlot(x, &sh) &&
+                      (group == 32 || (kKQuantGroup % cols == 0 && (rows * cols) % kKQuantGroup == 0));
+  int8_t* q = shadow ? const_cast<int8_t*>(sh.q) : nullptr;
+  float* d = shadow ? const_cast<float*>(sh.d) : nullptr;
   uint32_t eps_bits;
   std::memcpy(&eps_bits, &eps, 4);
-  Queue("GatedRmsNorm", {U(xs), U(wv), U(zs), U(rows), U(cols), eps_bits},
-        [=](cudaStream_t s) { return fak::cuda::GatedRmsNorm(xs, wv, zs, rows, cols, eps, s); });
-  Written(x);
+  Queue("GatedRmsNorm", {U(xs), U(wv), U(zs), U(rows), U(cols), eps_bits, U(q), U(d), U(group)},
+        [=](cudaStream_t s) { return fak::cuda::GatedRmsNorm(xs, wv, zs, rows, cols, eps, q, d, group, s); });
+  if (shadow) {
+    acts_.Shadowed(x, group, group);  // consecutive groups: any reader whose rows are whole groups
+  } else {
+    Written(x);
+  }
 }
 
 void CudaBackend::DeltaNetConv(int32_t states, int32_t dn, Tensor x, BoundWeight conv) {

@@ -18,6 +18,34 @@
 namespace fak::cuda_test {
 namespace {
 
+// Producer output -> product (y1); output + 0 -> product (y2): y1 == y2 bit for bit, and whether the
+// first product had to quantize (expect_own: it read the producer's shadow).
+void CompareShadow(Backend& b, BoundWeight w, Tensor out, int64_t rows, int64_t n, const BatchPlan& plan,
+                   const std::function<void()>& produce, bool expect_own) {
+  auto& cb = static_cast<cuda::CudaBackend&>(b);
+  const Tensor zero =
+      Upload(b, std::vector<float>(static_cast<size_t>(n * out.cols), 0.0f), n, out.cols, plan);
+  auto y1 = b.Alloc(n, rows), y2 = b.Alloc(n, rows);
+  ASSERT_TRUE(y1.ok() && y2.ok());
+  b.SetBatch(plan);
+  produce();
+  const int64_t before = cb.quantize_ops();
+  b.MatMul(w, out, *y1);
+  EXPECT_EQ(cb.quantize_ops() - before, expect_own ? 0 : 1) << "the producer's shadow was not read";
+  b.Add(out, zero);
+  b.MatMul(w, out, *y2);
+  EXPECT_EQ(cb.quantize_ops() - before, expect_own ? 1 : 2);
+  const std::vector<float> a = Fetch(b, *y1), c = Fetch(b, *y2);
+  int64_t differ = 0;
+  for (int64_t r = 0; r < n; ++r)
+    differ += std::memcmp(&a[static_cast<size_t>(r * rows)], &c[static_cast<size_t>(r * rows)],
+                          static_cast<size_t>(rows) * 4) != 0;
+  EXPECT_EQ(differ, 0) << differ << " of " << n << " rows differ";
+  b.Free(zero);
+  b.Free(*y1);
+  b.Free(*y2);
+}
+
 // Once a K-quant matrix is bound the ops that write activations quantize them in groups of 256 values
 // (kernels.h Q8Act): the RMS norm a warp per group (rows too long for that: from its output after a
 // barrier; the norm is also checked against float64), alone and as a product's tail, SiLU after the gate and
@@ -28,33 +56,6 @@ namespace {
 // does not allow it (7 heads of 128, f32 caches at 128) the product quantizes.
 TEST(CudaOps, ShadowsInGroupsOf256AreTheQuantizeKernels) {
   SKIP_WITHOUT_GPU();
-  // Producer output -> product (y1); output + 0 -> product (y2): y1 == y2 bit for bit, and whether the
-  // first product had to quantize.
-  auto compare = [](Backend& b, BoundWeight w, Tensor out, int64_t rows, int64_t n, const BatchPlan& plan,
-                    const std::function<void()>& produce, bool expect_own) {
-    auto& cb = static_cast<cuda::CudaBackend&>(b);
-    const Tensor zero =
-        Upload(b, std::vector<float>(static_cast<size_t>(n * out.cols), 0.0f), n, out.cols, plan);
-    auto y1 = b.Alloc(n, rows), y2 = b.Alloc(n, rows);
-    ASSERT_TRUE(y1.ok() && y2.ok());
-    b.SetBatch(plan);
-    produce();
-    const int64_t before = cb.quantize_ops();
-    b.MatMul(w, out, *y1);
-    EXPECT_EQ(cb.quantize_ops() - before, expect_own ? 0 : 1) << "the producer's shadow was not read";
-    b.Add(out, zero);
-    b.MatMul(w, out, *y2);
-    EXPECT_EQ(cb.quantize_ops() - before, expect_own ? 1 : 2);
-    const std::vector<float> a = Fetch(b, *y1), c = Fetch(b, *y2);
-    int64_t differ = 0;
-    for (int64_t r = 0; r < n; ++r)
-      differ += std::memcmp(&a[static_cast<size_t>(r * rows)], &c[static_cast<size_t>(r * rows)],
-                            static_cast<size_t>(rows) * 4) != 0;
-    EXPECT_EQ(differ, 0) << differ << " of " << n << " rows differ";
-    b.Free(zero);
-    b.Free(*y1);
-    b.Free(*y2);
-  };
   const int64_t rows = 96;
   {
     SCOPED_TRACE("RmsNorm");
@@ -82,7 +83,7 @@ TEST(CudaOps, ShadowsInGroupsOf256AreTheQuantizeKernels) {
         const Tensor x = Upload(b, xv, n, cols, seq.plan());
         auto y = b.Alloc(n, cols);
         ASSERT_TRUE(y.ok());
-        compare(
+        CompareShadow(
             b, *w, *y, rows, n, seq.plan(), [&] { b.RmsNorm(x, *nw, *y, 1e-6f); }, true);
         // The norm itself (the K-quant models' kernel, a warp per group) against float64.
         std::vector<double> ref(xv.size());
@@ -126,7 +127,7 @@ TEST(CudaOps, ShadowsInGroupsOf256AreTheQuantizeKernels) {
       const Tensor a = Upload(b, Random(static_cast<size_t>(n * d), 67), n, d, seq.plan());
       auto o = b.Alloc(n, d), y = b.Alloc(n, d), g = b.Alloc(n, f), u = b.Alloc(n, f);
       ASSERT_TRUE(o.ok() && y.ok() && g.ok() && u.ok());
-      compare(
+      CompareShadow(
           b, *wq, *y, rows, n, seq.plan(),
           [&] {
             b.MatMul(*wo, a, *o);
@@ -134,7 +135,7 @@ TEST(CudaOps, ShadowsInGroupsOf256AreTheQuantizeKernels) {
             b.RmsNorm(x, *nw, *y, 1e-6f);
           },
           true);
-      compare(
+      CompareShadow(
           b, *wdown, *g, rows, n, seq.plan(), [&] { b.MatMulSwiGLU(*wg, *wu, *y, *g, *u); }, true);
       for (const Tensor t : {x, a, *o, *y, *g, *u}) b.Free(t);
     }
@@ -169,7 +170,7 @@ TEST(CudaOps, ShadowsInGroupsOf256AreTheQuantizeKernels) {
     ASSERT_TRUE(att.ok());
     {
       SCOPED_TRACE("a prompt of 600 rows");
-      compare(
+      CompareShadow(
           b, *w, *att, rows, n, seq.plan(), [&] { b.Attention(*kv, 0, q, 0.088f, *att); }, own);
     }
     const std::vector<float> qv = Fetch(b, q);
@@ -184,7 +185,7 @@ TEST(CudaOps, ShadowsInGroupsOf256AreTheQuantizeKernels) {
                  one.plan());
       auto o1 = b.Alloc(1, width);
       ASSERT_TRUE(o1.ok());
-      compare(
+      CompareShadow(
           b, *w, *o1, rows, 1, one.plan(), [&] { b.Attention(*kv, 0, q1, 0.088f, *o1); }, own);
       b.Free(q1);
       b.Free(*o1);
@@ -193,6 +194,71 @@ TEST(CudaOps, ShadowsInGroupsOf256AreTheQuantizeKernels) {
     b.Free(kt);
     b.Free(vt);
     b.Free(*att);
+  }
+}
+
+// The hybrid's attention output gate (SigmoidMul) and the gated norm of its DeltaNet output, which runs
+// on the heads' view (a row per value head) of the output projection's input, write that input's shadow
+// themselves: in blocks of 32 (no K-quant matrix bound) and in groups of 256 (the norm where whole heads
+// tile a group and a product's rows are whole groups; the gate along its rows, a last group shorter). Where
+// they cannot (heads of 96 in groups of 256; a product of 384-value rows reading groups the norm would
+// have made across its rows) the product quantizes. Either way its bits are the quantize kernel's.
+TEST(CudaOps, GateAndGatedNormShadowsAreTheQuantizeKernels) {
+  SKIP_WITHOUT_GPU();
+  const int64_t rows = 64;
+  for (const bool kquant : {false, true}) {
+    SCOPED_TRACE(kquant ? "groups of 256" : "blocks of 32");
+    Pair be;
+    ASSERT_TRUE(be.gpu);
+    Backend& b = *be.gpu;
+    if (kquant) {
+      const TestMatrix kq = MakeMatrix(GgmlType::kQ4_K, 8, 256, 70);  // makes the groups 256 values
+      ASSERT_TRUE(b.BindMatrix(kq.weight()).ok());
+    }
+    struct Case {
+      int64_t heads, head_dim;
+      bool own_32, own_256;
+    };
+    for (const Case& c : {Case{6, 128, true, true}, Case{8, 96, true, false}, Case{3, 128, true, false}}) {
+      const int64_t cols = c.heads * c.head_dim;
+      SCOPED_TRACE(fmt::format("gated norm, {} heads of {}", c.heads, c.head_dim));
+      const GgmlType type = kquant && cols % 256 == 0 ? GgmlType::kQ4_K : GgmlType::kQ8_0;
+      const TestMatrix m = MakeMatrix(type, rows, cols, 71);
+      auto w = b.BindMatrix(m.weight());
+      std::vector<float> wv = Random(static_cast<size_t>(c.head_dim), 72, 0.3f);
+      auto nw = b.BindVector({GgmlType::kF32, 1, c.head_dim, static_cast<size_t>(c.head_dim) * 4,
+                              reinterpret_cast<const uint8_t*>(wv.data()), false});
+      ASSERT_TRUE(w.ok() && nw.ok());
+      for (const int64_t n : {int64_t{1}, int64_t{2}, int64_t{5}}) {
+        SCOPED_TRACE(std::to_string(n) + " rows");
+        const OneSeq seq(n, 16);
+        const Tensor x = Upload(b, Random(static_cast<size_t>(n * cols), 73), n, cols, seq.plan());
+        const Tensor z = Upload(b, Random(static_cast<size_t>(n * cols), 74), n, cols, seq.plan());
+        CompareShadow(
+            b, *w, x, rows, n, seq.plan(),
+            [&] { b.GatedRmsNorm(x.Reshaped(c.head_dim), *nw, z.Reshaped(c.head_dim), 1e-6f); },
+            kquant ? c.own_256 : c.own_32);
+        b.Free(x);
+        b.Free(z);
+      }
+    }
+    for (const int64_t cols : {int64_t{768}, int64_t{1344}}) {
+      SCOPED_TRACE(fmt::format("gate, rows of {}", cols));
+      const GgmlType type = kquant && cols % 256 == 0 ? GgmlType::kQ4_K : GgmlType::kQ8_0;
+      const TestMatrix m = MakeMatrix(type, rows, cols, 75);
+      auto w = b.BindMatrix(m.weight());
+      ASSERT_TRUE(w.ok());
+      for (const int64_t n : {int64_t{1}, int64_t{5}}) {
+        SCOPED_TRACE(std::to_string(n) + " rows");
+        const OneSeq seq(n, 16);
+        const Tensor x = Upload(b, Random(static_cast<size_t>(n * cols), 76), n, cols, seq.plan());
+        const Tensor g = Upload(b, Random(static_cast<size_t>(n * cols), 77), n, cols, seq.plan());
+        CompareShadow(
+            b, *w, x, rows, n, seq.plan(), [&] { b.SigmoidMul(x, g); }, true);
+        b.Free(x);
+        b.Free(g);
+      }
+    }
   }
 }
 

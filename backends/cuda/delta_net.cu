@@ -1,12 +1,15 @@
 // The hybrid architecture's kernels: the Gated-DeltaNet convolution and recurrence, the gated RMSNorm,
 // the attention output gate and the query/gate split. Every sequence's rows run in order inside one
 // thread (convolution) or one warp (each column of the recurrence), so a row's result does not depend
-// on the batch.
+// on the batch. The gated norm and the output gate write the int8 shadow of their output with it (the
+// next op is a quantized product), by the same functions as the quantize kernel, so the shadow's bits
+// are those a separate quantize launch would give.
 #include <cstdlib>
 
 #include "backends/cuda/async_copy.cuh"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/pdl.cuh"
+#include "backends/cuda/row_ops.cuh"  // WarpSum, QuantizeLane, GroupElement, QuantizeGroupBlock
 
 namespace fak::cuda {
 namespace {
@@ -18,16 +21,30 @@ unsigned Blocks(int64_t n, int per_block) { return static_cast<unsigned>((n + pe
 __device__ __forceinline__ float Silu(float x) { return x / (1.0f + expf(-x)); }
 __device__ __forceinline__ float Softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
-__device__ __forceinline__ float WarpSum(float v) {
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
-  return v;
+__device__ __forceinline__ float SigmoidTimes(float x, float g) {
+  return __fmul_rn(x, __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-g))));
 }
 
-__global__ void SigmoidMulKernel(float* x, const float* g, int64_t n) {
+// x *= sigmoid(g), a value a thread; with q, the shadow in blocks of 32 (n a multiple of 32, so whole
+// warps leave together).
+__global__ void SigmoidMulKernel(float* x, const float* g, int64_t n, int8_t* q, float* d) {
   AfterPrevious();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) x[i] *= 1.0f / (1.0f + expf(-g[i]));
+  if (i >= n) return;
+  const float v = SigmoidTimes(x[i], g[i]);
+  x[i] = v;
+  if (q != nullptr) QuantizeLane(v, i, q, d);
+}
+
+// The same with the shadow in groups of 256 values of a row: a block per group, a value a thread.
+__global__ void __launch_bounds__(kKQuantGroup)
+    SigmoidMulGroupsKernel(float* x, const float* g, int64_t cols, int8_t* q, float* d) {
+  AfterPrevious();
+  int64_t i = 0;
+  const bool in = GroupElement(cols, &i);
+  const float v = in ? SigmoidTimes(x[i], g[i]) : 0.0f;
+  if (in) x[i] = v;
+  QuantizeGroupBlock(v, in, i, q, d);
 }
 
 __global__ void SplitHeadsKernel(const float* x, int64_t heads, int64_t hd, float* a, float* b) {
@@ -39,20 +56,52 @@ __global__ void SplitHeadsKernel(const float* x, int64_t heads, int64_t hd, floa
   b[i] = x[(2 * h + 1) * hd + e];
 }
 
-// One warp per row.
+// One row (a head) of the gated norm by one warp, in place: lane l sums the squares of elements l, l + 32,
+// ... in order, the lanes by a butterfly; then each element's value, also handed to out(i, value).
+template <class Out>
+__device__ __forceinline__ void GatedNormRow(float* xr, const float* w, const float* zr, int64_t cols,
+                                             float eps, Out&& out) {
+  const int lane = threadIdx.x % 32;
+  float ss = 0.0f;
+  for (int64_t i = lane; i < cols; i += 32) ss = __fmaf_rn(xr[i], xr[i], ss);
+  ss = WarpSum(ss);
+  const float inv = rsqrtf(__fadd_rn(__fdiv_rn(ss, static_cast<float>(cols)), eps));
+  for (int64_t i = lane; i < cols; i += 32) {
+    const float v = __fmul_rn(__fmul_rn(w[i], __fmul_rn(xr[i], inv)), Silu(zr[i]));
+    xr[i] = v;
+    out(i, v);
+  }
+}
+
+// One warp per row; with q, the shadow in blocks of 32 (cols a multiple of 32).
 __global__ void GatedRmsNormKernel(float* x, const float* w, const float* z, int64_t rows, int64_t cols,
-                                   float eps) {
+                                   float eps, int8_t* q, float* d) {
   AfterPrevious();
   const int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (r >= rows) return;
-  const int lane = threadIdx.x % 32;
-  float* xr = x + r * cols;
-  const float* zr = z + r * cols;
-  float ss = 0.0f;
-  for (int64_t i = lane; i < cols; i += 32) ss += xr[i] * xr[i];
-  ss = WarpSum(ss);
-  const float inv = rsqrtf(ss / static_cast<float>(cols) + eps);
-  for (int64_t i = lane; i < cols; i += 32) xr[i] = w[i] * (xr[i] * inv) * Silu(zr[i]);
+  GatedNormRow(x + r * cols, w, z + r * cols, cols, eps, [&](int64_t i, float v) {
+    if (q != nullptr) QuantizeLane(v, r * cols + i, q, d);
+  });
+}
+
+// The shadow in groups of 256 consecutive values of the whole tensor (a row of the next product is a
+// whole number of them: the caller checks), for rows of cols dividing 256: a block per group, its
+// 256 / cols rows normalized by its first warps, then a value a thread quantized.
+__global__ void __launch_bounds__(kKQuantGroup)
+    GatedRmsNormGroupsKernel(float* x, const float* w, const float* z, int64_t rows, int64_t cols, float eps,
+                             int8_t* q, float* d) {
+  AfterPrevious();
+  __shared__ float y[kKQuantGroup];
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const int64_t per_group = kKQuantGroup / cols, r = static_cast<int64_t>(blockIdx.x) * per_group + warp;
+  if (warp < per_group && r < rows) {
+    GatedNormRow(x + r * cols, w, z + r * cols, cols, eps,
+                 [&](int64_t i, float v) { y[warp * cols + i] = v; });
+  }
+  __syncthreads();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kKQuantGroup + threadIdx.x;
+  const bool in = i < rows * cols;
+  QuantizeGroupBlock(in ? y[threadIdx.x] : 0.0f, in, i, q, d);
 }
 
 // One thread per (sequence, channel): the sequence's rows in order, the window in its state slot. The
@@ -375,8 +424,18 @@ __global__ void __launch_bounds__(32 * kScanWarps)
 
 }  // namespace
 
-cudaError_t SigmoidMul(float* x, const float* g, int64_t n, cudaStream_t stream) {
-  return Launch(SigmoidMulKernel, Blocks(n, kThreads), kThreads, 0, stream, x, g, n);
+cudaError_t SigmoidMul(float* x, const float* g, int64_t rows, int64_t cols, int8_t* q, float* d, int group,
+                       cudaStream_t stream) {
+  const int64_t n = rows * cols;
+  if (n <= 0) return cudaSuccess;
+  if (q != nullptr && (cols % 32 != 0 || (group != 32 && group != kKQuantGroup)))
+    return cudaErrorInvalidValue;
+  if (q == nullptr || group == 32) {
+    return Launch(SigmoidMulKernel, Blocks(n, kThreads), kThreads, 0, stream, x, g, n, q, d);
+  }
+  const int64_t groups = rows * ((cols + kKQuantGroup - 1) / kKQuantGroup);
+  return Launch(SigmoidMulGroupsKernel, static_cast<unsigned>(groups), kKQuantGroup, 0, stream, x, g, cols, q,
+                d);
 }
 
 cudaError_t SplitHeads(const float* x, int64_t heads, int64_t head_dim, float* a, float* b,
@@ -386,9 +445,18 @@ cudaError_t SplitHeads(const float* x, int64_t heads, int64_t head_dim, float* a
 }
 
 cudaError_t GatedRmsNorm(float* x, const float* w, const float* z, int64_t rows, int64_t cols, float eps,
-                         cudaStream_t stream) {
-  return Launch(GatedRmsNormKernel, Blocks(rows, kThreads / 32), kThreads, 0, stream, x, w, z, rows, cols,
-                eps);
+                         int8_t* q, float* d, int group, cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  if (q == nullptr || group == 32) {
+    if (q != nullptr && cols % 32 != 0) return cudaErrorInvalidValue;
+    return Launch(GatedRmsNormKernel, Blocks(rows, kThreads / 32), kThreads, 0, stream, x, w, z, rows, cols,
+                  eps, q, d);
+  }
+  if (group != kKQuantGroup || cols <= 0 || kKQuantGroup % cols != 0 || (rows * cols) % kKQuantGroup != 0) {
+    return cudaErrorInvalidValue;
+  }
+  return Launch(GatedRmsNormGroupsKernel, static_cast<unsigned>(rows * cols / kKQuantGroup), kKQuantGroup, 0,
+                stream, x, w, z, rows, cols, eps, q, d);
 }
 
 cudaError_t DeltaNetConv(float* x, const float* w, const DeltaNetDevice& d, const int32_t* seqs,

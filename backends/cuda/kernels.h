@@ -287,14 +287,19 @@ cudaError_t AttentionMma(const DeviceKv& kv, const DeviceBatch& b, int64_t layer
 
 // --- The hybrid architecture (delta_net.cu).
 
-// x *= sigmoid(g) over n elements.
-cudaError_t SigmoidMul(float* x, const float* g, int64_t n, cudaStream_t stream);
+// x *= sigmoid(g) over a rows x cols tensor; with q (cols a multiple of 32), its int8 shadow in groups
+// of `group` (32 or 256) values of a row, as Quantize writes it.
+cudaError_t SigmoidMul(float* x, const float* g, int64_t rows, int64_t cols, int8_t* q, float* d, int group,
+                       cudaStream_t stream);
 // Each of `heads` heads of 2 * head_dim in x: the first head_dim to a, the second to b.
 cudaError_t SplitHeads(const float* x, int64_t heads, int64_t head_dim, float* a, float* b,
                        cudaStream_t stream);
-// x = x / rms(x) * w * silu(z) per row (in place).
+// x = x / rms(x) * w * silu(z) per row (in place); with q, x's int8 shadow as Quantize writes it over
+// consecutive values of the whole tensor: in blocks of 32 (cols a multiple of 32), or in groups of 256
+// (cols dividing 256, rows x cols a multiple of 256: the groups of any product input whose rows are a
+// multiple of 256 long).
 cudaError_t GatedRmsNorm(float* x, const float* w, const float* z, int64_t rows, int64_t cols, float eps,
-                         cudaStream_t stream);
+                         int8_t* q, float* d, int group, cudaStream_t stream);
 
 // One Gated-DeltaNet layer (ops/backend.h's DeltaNetSpec) over a state store in device memory.
 struct DeltaNetDevice {

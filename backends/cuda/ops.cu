@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "backends/cuda/kernels.h"
-#include "backends/cuda/kv_pages.cuh"  // ShadowScale, ShadowValue
+#include "backends/cuda/kv_pages.cuh"  // ShadowScale, ShadowValue (also through row_ops.cuh)
 #include "backends/cuda/pdl.cuh"
 #include "backends/cuda/row_ops.cuh"
 
@@ -21,34 +21,6 @@ __global__ void QuantizeKernel(const float* x, int64_t n, int8_t* q, float* d) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;  // n is a multiple of 32: whole warps leave together
   QuantizeLane(x[i], i, q, d);
-}
-
-// A grid of a block of kKQuantGroup threads per group of 256 values of a rows x cols tensor (the last
-// group of a row shorter; cols a multiple of 32), a value a thread: this thread's element i (false past
-// the row's end, where whole warps idle).
-__device__ __forceinline__ bool GroupElement(int64_t cols, int64_t* i) {
-  const int64_t per_row = (cols + kKQuantGroup - 1) / kKQuantGroup;
-  const int64_t row = blockIdx.x / per_row, c = blockIdx.x % per_row * kKQuantGroup + threadIdx.x;
-  *i = row * cols + c;
-  return c < cols;
-}
-
-// The group's int8 shadow from its threads' values (0 past the row's end): the largest magnitude of the
-// warps' through shared memory (exact in any order), then QuantizeGroupWarp's scale and values. Every
-// thread of the block calls it (a barrier).
-__device__ __forceinline__ void QuantizeGroupBlock(float v, bool in, int64_t i, int8_t* q, float* d) {
-  __shared__ float warp_max[kKQuantGroup / 32];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const float m = WarpMax(fabsf(v));
-  if (lane == 0) warp_max[warp] = m;
-  __syncthreads();
-  float amax = warp_max[0];
-#pragma unroll
-  for (int w = 1; w < kKQuantGroup / 32; ++w) amax = fmaxf(amax, warp_max[w]);
-  const float dv = ShadowScale(amax);
-  if (!in) return;
-  q[i] = ShadowValue(v, dv);
-  if (lane == 0) d[i / 32] = dv;
 }
 
 // Groups of 256 values of a row, a block per group.

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/kv_pages.cuh"  // ShadowScale, ShadowValue
 
 namespace fak::cuda {
 
@@ -66,6 +67,34 @@ __device__ __forceinline__ void QuantizeRowGroups(const float* y, int64_t cols, 
     for (int k = 0; k < 8; ++k) v[k] = k < blocks ? y[256 * g + 32 * k + lane] : 0.0f;
     QuantizeGroupWarp(v, blocks, q_at + 256 * g, q, d);
   }
+}
+
+// A grid of a block of kKQuantGroup threads per group of 256 values of a rows x cols tensor (the last
+// group of a row shorter; cols a multiple of 32), a value a thread: this thread's element i (false past
+// the row's end, where whole warps idle).
+__device__ __forceinline__ bool GroupElement(int64_t cols, int64_t* i) {
+  const int64_t per_row = (cols + kKQuantGroup - 1) / kKQuantGroup;
+  const int64_t row = blockIdx.x / per_row, c = blockIdx.x % per_row * kKQuantGroup + threadIdx.x;
+  *i = row * cols + c;
+  return c < cols;
+}
+
+// The group's int8 shadow from its threads' values (0 past the row's end): the largest magnitude of the
+// warps' through shared memory (exact in any order), then QuantizeGroupWarp's scale and values. Every
+// thread of the block calls it (a barrier).
+__device__ __forceinline__ void QuantizeGroupBlock(float v, bool in, int64_t i, int8_t* q, float* d) {
+  __shared__ float warp_max[kKQuantGroup / 32];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const float m = WarpMax(fabsf(v));
+  if (lane == 0) warp_max[warp] = m;
+  __syncthreads();
+  float amax = warp_max[0];
+#pragma unroll
+  for (int w = 1; w < kKQuantGroup / 32; ++w) amax = fmaxf(amax, warp_max[w]);
+  const float dv = ShadowScale(amax);
+  if (!in) return;
+  q[i] = ShadowValue(v, dv);
+  if (lane == 0) d[i / 32] = dv;
 }
 
 // y = x / rms(x) * w for one row of `cols`, by a block of any whole number of warps, with y's int8 shadow
