@@ -447,18 +447,22 @@ cudaError_t LaunchRows(const MatVecJob& job, Q8Act xq, cudaStream_t s) {
 }
 
 // Rows of four pieces (QuantPieces) get four warps each, a piece per warp, when there are fewer rows
-// than twice the resident warps: a warp's rounds run one after another, so a few long rows are otherwise
-// a few long chains. Measured on an H100 (GB/s, whole-row kernel with one, two and four warps per row):
-// 7B down Q4_K 1,788 / 1,686 / 1,923, Q8_0 1,615 / 1,900 / 2,342; 27B down Q4_K 1,451 / 1,807 / 1,967;
-// and with many rows one warp per row (27B gate/up Q4_K 2,449 / 1,935 / 1,677).
-// FAK_CUDA_MATVEC_SPLIT=1, 2 or 4 sets it (rows of four pieces only).
+// than twice the resident warps and each piece is at least one round of eight segments: a warp's rounds
+// run one after another, so a few long rows are otherwise a few long chains. Measured on an H100 (GB/s,
+// whole-row kernel with one, two and four warps per row): 7B down Q4_K 1,788 / 1,686 / 1,923, Q8_0 1,615
+// / 1,900 / 2,342; 27B down Q4_K 1,451 / 1,807 / 1,967; and with many rows one warp per row (27B gate/up
+// Q4_K 2,449 / 1,935 / 1,677). Rows of 20-24 segments (the 27B's 5,120- and 6,144-wide products with
+// fewer rows, the 2B's down projection) left a quarter of each warp's lanes idle with four: one warp a
+// row took 0.85x the time at the 27B output projection in Q6_K, 0.86x at its v projection in Q4_K,
+// 0.95x at the 2B down projection and the 27B k projection, 0.96x at the DeltaNet's z, b and a (us,
+// 2026-12-07, call 25). FAK_CUDA_MATVEC_SPLIT=1, 2 or 4 sets it (rows of four pieces only).
 int WarpsPerRow(int64_t rows, int64_t cols, int64_t resident) {
   if (QuantPieces(cols) != 4) return 1;
   if (const char* v = std::getenv("FAK_CUDA_MATVEC_SPLIT"); v != nullptr && v[0] != '\0') {
     const int n = std::atoi(v);
     return n == 2 || n == 4 ? n : 1;
   }
-  return rows >= 2 * resident ? 1 : 4;
+  return rows < 2 * resident && QuantSegments(cols) >= 4 * 8 ? 4 : 1;
 }
 
 }  // namespace
