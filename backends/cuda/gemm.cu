@@ -355,22 +355,16 @@ cudaError_t LaunchPieces(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t
 // this form). Since the closed pieces' sum moved to shared memory, Q6_K with 4 warps fits its 255
 // registers without spilling (it spilled with it in registers) and measured 8-11% faster than with 8 at the
 // 27B shapes (2026-12-07, call 22, H100; rows of four pieces), 2% slower at the 1.5B gate/up (one piece);
-// Q4_K and Q8_0 were slower with 4 at every shape. The 27B products are grids of 640 to 4,352 tiles; the
-// 2B hybrid's down projection (2048 x 6144, 256 tiles at 512 rows: less than one wave of two blocks a
-// multiprocessor), the only Q6_K product of four pieces in that model, prefilled faster with 8 in two of
-// three rounds of call 25 (28,320 and 28,639 against 25,699 and 26,228 tok/s; the third 25,431 against
-// 26,738) and call 26 (docs/bench/gpu.md): with fewer tiles than blocks the GPU holds, a tile's twice
-// as many warps hide its loads' latency. So Q6_K rows of four pieces take 4 warps in
-// prompt-sized products (256 activation rows or more: 512 is what was measured; smaller batches run on
-// smaller grids, often a piece per block) of at least two waves of tiles, everything else 8;
-// FAK_CUDA_GEMM_WARPS=4 or 8 sets every product.
-int GemmWarps(MatFormat format, int64_t cols, int64_t rows, int64_t n) {
+// Q4_K and Q8_0 were slower with 4 at every shape. So Q6_K rows of four pieces take 4 warps in prompt-sized
+// products (256 activation rows or more: 512 is what was measured; smaller batches run on smaller grids,
+// often a piece per block, and keep 8 until measured), everything else 8. Grids of less than a wave
+// gain from 4 too (call 26: the 2B hybrid's down projection, 256 tiles, 89-91 us against 94-95 with 8;
+// the 1.5B's, 192 tiles, 127 against 132; the 7B's 523 against 560). FAK_CUDA_GEMM_WARPS=4 or 8 sets
+// every product.
+int GemmWarps(MatFormat format, int64_t cols, int64_t n) {
   const char* v = std::getenv("FAK_CUDA_GEMM_WARPS");
   if (v != nullptr && v[0] != '\0') return std::atoi(v) == 8 ? 8 : 4;
-  const int64_t tiles = (rows + kTile - 1) / kTile * ((n + kTile - 1) / kTile);
-  return format == MatFormat::kQ6_K && QuantPieces(cols) > 1 && n >= 256 && tiles >= 4 * MultiprocessorCount()
-             ? 4
-             : 8;
+  return format == MatFormat::kQ6_K && QuantPieces(cols) > 1 && n >= 256 ? 4 : 8;
 }
 
 template <int kThreads>
@@ -402,9 +396,7 @@ int MultiprocessorCount() {
 cudaError_t QuantGemm(const MatVecJob& job, Q8Act xq, int64_t n, cudaStream_t stream) {
   if (n <= 0 || job.count <= 0) return cudaSuccess;
   if (GroupFor(job.w[0].format) == kKQuantGroup && xq.group != kKQuantGroup) return cudaErrorInvalidValue;
-  int64_t rows = 0;
-  for (int k = 0; k < job.count; ++k) rows += job.w[k].rows;
-  return gemm::GemmWarps(job.w[0].format, job.w[0].cols, rows, n) == 8
+  return gemm::GemmWarps(job.w[0].format, job.w[0].cols, n) == 8
              ? gemm::LaunchFormat<256>(job, xq, n, stream)
              : gemm::LaunchFormat<128>(job, xq, n, stream);
 }
