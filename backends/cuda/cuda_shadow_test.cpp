@@ -262,5 +262,60 @@ TEST(CudaOps, GateAndGatedNormShadowsAreTheQuantizeKernels) {
   }
 }
 
+// The RMS norm in groups of 256 takes a block per group for a few rows (a decode step) and a block per
+// row for more: a row's output and its shadow (read by a product) are the same bits either way, at row
+// lengths of one group, several, and a last group shorter than 256.
+TEST(CudaOps, RmsNormRowsAreBitIdenticalAloneAndInABatch) {
+  SKIP_WITHOUT_GPU();
+  Pair be;
+  ASSERT_TRUE(be.gpu);
+  Backend& b = *be.gpu;
+  const TestMatrix kq = MakeMatrix(GgmlType::kQ4_K, 8, 256, 80);  // makes the groups 256 values
+  ASSERT_TRUE(b.BindMatrix(kq.weight()).ok());
+  const int64_t n = 40, out_rows = 64;
+  for (const int64_t cols : {int64_t{256}, int64_t{2048}, int64_t{5120}, int64_t{1344}}) {
+    SCOPED_TRACE("cols " + std::to_string(cols));
+    const TestMatrix m = MakeMatrix(cols % 256 == 0 ? GgmlType::kQ4_K : GgmlType::kQ8_0, out_rows, cols, 81);
+    auto w = b.BindMatrix(m.weight());
+    std::vector<float> wv = Random(static_cast<size_t>(cols), 82, 0.3f);
+    auto nw = b.BindVector({GgmlType::kF32, 1, cols, static_cast<size_t>(cols) * 4,
+                            reinterpret_cast<const uint8_t*>(wv.data()), false});
+    ASSERT_TRUE(w.ok() && nw.ok());
+    const std::vector<float> xv = Random(static_cast<size_t>(n * cols), 83);
+    // All n rows at once.
+    const OneSeq all(n, 16);
+    const Tensor x = Upload(b, xv, n, cols, all.plan());
+    auto y = b.Alloc(n, cols), p = b.Alloc(n, out_rows);
+    ASSERT_TRUE(y.ok() && p.ok());
+    b.SetBatch(all.plan());
+    b.RmsNorm(x, *nw, *y, 1e-6f);
+    b.MatMul(*w, *y, *p);
+    const std::vector<float> ya = Fetch(b, *y), pa = Fetch(b, *p);
+    // Rows 0, 1 and 39 alone, and rows 10-14 as a batch of 5.
+    for (const auto& [first, rows] : {std::pair{int64_t{0}, int64_t{1}},
+                                      {int64_t{1}, int64_t{1}},
+                                      {int64_t{39}, int64_t{1}},
+                                      {int64_t{10}, int64_t{5}}}) {
+      SCOPED_TRACE(fmt::format("rows {} to {}", first, first + rows - 1));
+      const OneSeq some(rows, 16);
+      const Tensor xs =
+          Upload(b, std::vector<float>(xv.begin() + first * cols, xv.begin() + (first + rows) * cols), rows,
+                 cols, some.plan());
+      auto ys = b.Alloc(rows, cols), ps = b.Alloc(rows, out_rows);
+      ASSERT_TRUE(ys.ok() && ps.ok());
+      b.SetBatch(some.plan());
+      b.RmsNorm(xs, *nw, *ys, 1e-6f);
+      b.MatMul(*w, *ys, *ps);
+      const std::vector<float> yb = Fetch(b, *ys), pb = Fetch(b, *ps);
+      EXPECT_EQ(std::memcmp(yb.data(), &ya[static_cast<size_t>(first * cols)], yb.size() * 4), 0)
+          << "the norm's output differs";
+      EXPECT_EQ(std::memcmp(pb.data(), &pa[static_cast<size_t>(first * out_rows)], pb.size() * 4), 0)
+          << "the product of its shadow differs";
+      for (const Tensor t : {xs, *ys, *ps}) b.Free(t);
+    }
+    for (const Tensor t : {x, *y, *p}) b.Free(t);
+  }
+}
+
 }  // namespace
 }  // namespace fak::cuda_test

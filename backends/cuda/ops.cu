@@ -99,9 +99,29 @@ __global__ void RmsNormKernel(const float* x, const float* w, float* y, int64_t 
 // The norm of a model whose activations are quantized in groups of 256 (kernels.h Q8Act): warp w holds
 // runs 8w .. 8w + 7 of the row (a 256-value group; cols up to 32 x 256) in registers, so after the one
 // barrier of the sum of squares each warp quantizes its own group without another. Its order: each
-// thread's 8 squares in run order, the warp's lanes by a butterfly, the warps in order. The same for
-// every row and batch (a function of cols), with or without a shadow.
+// thread's 8 squares in run order, the warp's lanes by a butterfly (GroupSquares), the warps in order
+// (GroupsScale). The same for every row and batch (a function of cols), with or without a shadow.
 constexpr int kNormGroupRuns = kKQuantGroup / 32;
+__device__ __forceinline__ float GroupSquares(const float (&v)[kNormGroupRuns]) {
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kNormGroupRuns; ++k) ss = __fmaf_rn(v[k], v[k], ss);
+  return WarpSum(ss);
+}
+// 1 / rms from the groups' sums part[0..31] (+0 past the row's last group), added in order.
+__device__ __forceinline__ float GroupsScale(const float* part, int64_t cols, float eps) {
+  float total = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 32; k += 4) {
+    const float4 p4 = *reinterpret_cast<const float4*>(&part[k]);
+    total = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(total, p4.x), p4.y), p4.z), p4.w);
+  }
+  return rsqrtf(__fadd_rn(__fdiv_rn(total, static_cast<float>(cols)), eps));
+}
+__device__ __forceinline__ float NormOut(float v, float scale, float w) {
+  return __fmul_rn(__fmul_rn(v, scale), w);
+}
+
 __global__ void RmsNormGroupsKernel(const float* x, const float* w, float* y, int64_t cols, float eps,
                                     int8_t* q, float* d) {
   __shared__ __align__(16) float part[32];
@@ -113,29 +133,19 @@ __global__ void RmsNormGroupsKernel(const float* x, const float* w, float* y, in
   for (int k = 0; k < kNormGroupRuns; ++k) wv[k] = i0 + 32 * k < cols ? w[i0 + 32 * k] : 0.0f;
   AfterPrevious();
   const float* xr = x + row * cols;
-  float ss = 0.0f;
 #pragma unroll
-  for (int k = 0; k < kNormGroupRuns; ++k) {
-    v[k] = i0 + 32 * k < cols ? xr[i0 + 32 * k] : 0.0f;
-    ss = __fmaf_rn(v[k], v[k], ss);
-  }
-  ss = WarpSum(ss);
+  for (int k = 0; k < kNormGroupRuns; ++k) v[k] = i0 + 32 * k < cols ? xr[i0 + 32 * k] : 0.0f;
+  const float ss = GroupSquares(v);
   if (lane == 0) part[warp] = ss;
   if (warp == 0 && lane >= warps) part[lane] = 0.0f;  // adding these +0 after the sums changes nothing
   __syncthreads();
-  float total = 0.0f;
-#pragma unroll
-  for (int k = 0; k < 32; k += 4) {
-    const float4 p4 = *reinterpret_cast<const float4*>(&part[k]);
-    total = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(total, p4.x), p4.y), p4.z), p4.w);
-  }
-  const float scale = rsqrtf(total / static_cast<float>(cols) + eps);
+  const float scale = GroupsScale(part, cols, eps);
   float* yr = y + row * cols;
   float o[kNormGroupRuns], amax = 0.0f;
 #pragma unroll
   for (int k = 0; k < kNormGroupRuns; ++k) {
     const int64_t i = i0 + 32 * k;
-    o[k] = i < cols ? v[k] * scale * wv[k] : 0.0f;
+    o[k] = i < cols ? NormOut(v[k], scale, wv[k]) : 0.0f;
     if (i < cols) yr[i] = o[k];
     amax = fmaxf(amax, fabsf(o[k]));
   }
@@ -151,6 +161,40 @@ __global__ void RmsNormGroupsKernel(const float* x, const float* w, float* y, in
   const int64_t runs = (cols + 31) / 32;
   if (lane < kNormGroupRuns && warp * kNormGroupRuns + lane < runs)
     d[at / 32 + warp * kNormGroupRuns + lane] = dv;
+}
+
+// The same norm for a few rows (a decode step's), a block per group of a row instead of a block per
+// row, so it runs on as many multiprocessors as the row has groups: every block sums the whole row's
+// squares in RmsNormGroupsKernel's order (its warps take the groups in turn), then writes and quantizes
+// its own group (QuantizeGroupBlock: the same maximum, scale and values). The same bits.
+__global__ void __launch_bounds__(kKQuantGroup)
+    RmsNormGroupsSpreadKernel(const float* x, const float* w, float* y, int64_t cols, float eps, int8_t* q,
+                              float* d) {
+  __shared__ __align__(16) float part[32];
+  const int64_t per_row = (cols + kKQuantGroup - 1) / kKQuantGroup;
+  const int64_t row = blockIdx.x / per_row, i = blockIdx.x % per_row * kKQuantGroup + threadIdx.x;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const float wi = i < cols ? w[i] : 0.0f;
+  AfterPrevious();
+  const float* xr = x + row * cols;
+  if (threadIdx.x < 32) part[threadIdx.x] = 0.0f;
+  __syncthreads();
+  for (int64_t g = warp; g < per_row; g += kKQuantGroup / 32) {
+    float v[kNormGroupRuns];
+#pragma unroll
+    for (int k = 0; k < kNormGroupRuns; ++k) {
+      const int64_t e = g * kKQuantGroup + 32 * k + lane;
+      v[k] = e < cols ? xr[e] : 0.0f;
+    }
+    const float ss = GroupSquares(v);
+    if (lane == 0) part[g] = ss;
+  }
+  __syncthreads();
+  const float scale = GroupsScale(part, cols, eps);
+  const bool in = i < cols;
+  const float o = in ? NormOut(xr[i], scale, wi) : 0.0f;
+  if (in) y[row * cols + i] = o;
+  if (q != nullptr) QuantizeGroupBlock(o, in, row * cols + i, q, d);  // q is the same for the whole block
 }
 
 // The same norm in the order of RmsNormRow (row_ops.cuh), which the one-row products' norm tail shares:
@@ -307,6 +351,10 @@ cudaError_t Quantize(const float* x, int64_t rows, int64_t cols, int8_t* q, floa
   return Launch(QuantizeGroupsKernel, static_cast<unsigned>(groups), kKQuantGroup, 0, stream, x, cols, q, d);
 }
 
+// Rows up to which the norm in groups of 256 takes a block per group rather than per row (the same
+// bits): a decode step's rows, which would otherwise leave all but a few multiprocessors idle.
+constexpr int64_t kNormSpreadRows = 16;
+
 cudaError_t RmsNorm(const float* x, const float* w, float* y, int64_t rows, int64_t cols, float eps,
                     int8_t* q, float* d, int group, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
@@ -326,6 +374,11 @@ cudaError_t RmsNorm(const float* x, const float* w, float* y, int64_t rows, int6
       return e;
     }
     return Quantize(y, rows, cols, q, d, group, stream);
+  }
+  if (group == kKQuantGroup && runs <= 32 * kNormGroupRuns && rows <= kNormSpreadRows) {
+    const int64_t blocks = rows * ((cols + kKQuantGroup - 1) / kKQuantGroup);
+    return Launch(RmsNormGroupsSpreadKernel, static_cast<unsigned>(blocks), kKQuantGroup, 0, stream, x, w, y,
+                  cols, eps, q, d);
   }
   if (group == kKQuantGroup && runs <= 32 * kNormGroupRuns) {  // a warp per group, the model's order
     const auto group_warps = static_cast<int>((runs + kNormGroupRuns - 1) / kNormGroupRuns);
