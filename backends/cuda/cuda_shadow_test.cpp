@@ -262,11 +262,12 @@ TEST(CudaOps, GateAndGatedNormShadowsAreTheQuantizeKernels) {
   }
 }
 
-// The RMS norm in groups of 256 takes a block per group for a few rows (a decode step) and a block per
-// row for more: a row's output and its shadow (read by a product) are the same bits either way, at row
-// lengths of one group, several, and a last group shorter than 256.
+// The RMS norm in groups of 256 takes a block per group for a few rows (a decode step; with
+// FAK_CUDA_NORM_SPREAD=1) and a block per row for more: a row's output and its shadow (read by a product) are
+// the same bits either way, at row lengths of one group, several, and a last group shorter than 256.
 TEST(CudaOps, RmsNormRowsAreBitIdenticalAloneAndInABatch) {
   SKIP_WITHOUT_GPU();
+  const ScopedEnv spread("FAK_CUDA_NORM_SPREAD", "1");
   Pair be;
   ASSERT_TRUE(be.gpu);
   Backend& b = *be.gpu;

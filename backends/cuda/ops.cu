@@ -3,6 +3,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/kv_pages.cuh"  // ShadowScale, ShadowValue (also through row_ops.cuh)
@@ -352,8 +353,15 @@ cudaError_t Quantize(const float* x, int64_t rows, int64_t cols, int8_t* q, floa
 }
 
 // Rows up to which the norm in groups of 256 takes a block per group rather than per row (the same
-// bits): a decode step's rows, which would otherwise leave all but a few multiprocessors idle.
+// bits): a decode step's rows, which would otherwise leave all but a few multiprocessors idle. Off by
+// default until measured on a GPU (FAK_CUDA_NORM_SPREAD=1 turns it on; read at every launch, so tests can
+// switch it): the gated norm's move from 2 to 8 blocks at the 2B geometry went with 4-9% faster decode
+// (docs/bench/gpu.md, calls 25 and 26), and this norm runs twice a layer on one block.
 constexpr int64_t kNormSpreadRows = 16;
+bool NormSpread() {
+  const char* v = std::getenv("FAK_CUDA_NORM_SPREAD");
+  return v != nullptr && v[0] == '1';
+}
 
 cudaError_t RmsNorm(const float* x, const float* w, float* y, int64_t rows, int64_t cols, float eps,
                     int8_t* q, float* d, int group, cudaStream_t stream) {
@@ -375,7 +383,7 @@ cudaError_t RmsNorm(const float* x, const float* w, float* y, int64_t rows, int6
     }
     return Quantize(y, rows, cols, q, d, group, stream);
   }
-  if (group == kKQuantGroup && runs <= 32 * kNormGroupRuns && rows <= kNormSpreadRows) {
+  if (group == kKQuantGroup && runs <= 32 * kNormGroupRuns && rows <= kNormSpreadRows && NormSpread()) {
     const int64_t blocks = rows * ((cols + kKQuantGroup - 1) / kKQuantGroup);
     return Launch(RmsNormGroupsSpreadKernel, static_cast<unsigned>(blocks), kKQuantGroup, 0, stream, x, w, y,
                   cols, eps, q, d);
