@@ -84,7 +84,7 @@ bool Activations::ShadowValid(const Tensor& t, int* group) {
   // t reads groups along its own rows: those the writer made, or, when both its rows and the writer's
   // are whole groups and t begins on a group's boundary, the same consecutive runs.
   const int64_t g = b->valid_group;
-  const bool same_rows = t.cols == b->valid_row;
+  const bool same_rows = t.cols == b->valid_row && (off - b->valid_begin) % b->valid_row == 0;
   const bool whole = t.cols % g == 0 && b->valid_row % g == 0 && (off - b->valid_begin) % g == 0;
   if (!same_rows && !whole) return false;
   *group = b->valid_group;

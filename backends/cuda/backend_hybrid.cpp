@@ -63,19 +63,15 @@ void CudaBackend::GatedRmsNorm(Tensor x, BoundWeight w, Tensor z, float eps) {
   // groups of 256 over the whole view where heads tile a group (kernels.h).
   const int group = shadow_group_;
   Q8Act sh;
-  const bool shadow = cols % 32 == 0 && ShadowSlot(x, &sh) &&
-                      (group == 32 || (kKQuantGroup % cols == 0 && (rows * cols) % kKQuantGroup == 0));
+  const bool shadow =
+      cols % 32 == 0 && ShadowSlot(x, &sh) && (group == 32 || GatedNormShadowGroups(rows, cols));
   int8_t* q = shadow ? const_cast<int8_t*>(sh.q) : nullptr;
   float* d = shadow ? const_cast<float*>(sh.d) : nullptr;
   uint32_t eps_bits;
   std::memcpy(&eps_bits, &eps, 4);
   Queue("GatedRmsNorm", {U(xs), U(wv), U(zs), U(rows), U(cols), eps_bits, U(q), U(d), U(group)},
         [=](cudaStream_t s) { return fak::cuda::GatedRmsNorm(xs, wv, zs, rows, cols, eps, q, d, group, s); });
-  if (shadow) {
-    acts_.Shadowed(x, group, group);  // consecutive groups: any reader whose rows are whole groups
-  } else {
-    Written(x);
-  }
+  shadow ? Shadowed(x, group) : Written(x);  // consecutive groups: any reader whose rows are whole groups
 }
 
 void CudaBackend::DeltaNetConv(int32_t states, int32_t dn, Tensor x, BoundWeight conv) {

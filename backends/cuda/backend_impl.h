@@ -194,6 +194,8 @@ class CudaBackend final : public Backend {
 
   bool ShadowSlot(const Tensor& t, Q8Act* s) { return acts_.ShadowSlot(t, s); }
   void Shadowed(const Tensor& t) { acts_.Shadowed(t, shadow_group_); }
+  // The same with groups that restart every `row` values rather than every t.cols (Activations::Shadowed).
+  void Shadowed(const Tensor& t, int64_t row) { acts_.Shadowed(t, shadow_group_, row); }
   void Written(const Tensor& t) { acts_.Written(t); }
   // The int8 shadow of x for a quantized MatMul of format f, quantized first (a queued op) when the op
   // that wrote x did not write it, or wrote it in groups f cannot read (GroupFor).

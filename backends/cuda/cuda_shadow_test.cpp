@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -20,12 +21,12 @@ namespace {
 
 // Producer output -> product (y1); output + 0 -> product (y2): y1 == y2 bit for bit, and whether the
 // first product had to quantize (expect_own: it read the producer's shadow).
-void CompareShadow(Backend& b, BoundWeight w, Tensor out, int64_t rows, int64_t n, const BatchPlan& plan,
+void CompareShadow(Backend& b, BoundWeight w, Tensor out, int64_t out_rows, int64_t n, const BatchPlan& plan,
                    const std::function<void()>& produce, bool expect_own) {
   auto& cb = static_cast<cuda::CudaBackend&>(b);
   const Tensor zero =
       Upload(b, std::vector<float>(static_cast<size_t>(n * out.cols), 0.0f), n, out.cols, plan);
-  auto y1 = b.Alloc(n, rows), y2 = b.Alloc(n, rows);
+  auto y1 = b.Alloc(n, out_rows), y2 = b.Alloc(n, out_rows);
   ASSERT_TRUE(y1.ok() && y2.ok());
   b.SetBatch(plan);
   produce();
@@ -38,8 +39,8 @@ void CompareShadow(Backend& b, BoundWeight w, Tensor out, int64_t rows, int64_t 
   const std::vector<float> a = Fetch(b, *y1), c = Fetch(b, *y2);
   int64_t differ = 0;
   for (int64_t r = 0; r < n; ++r)
-    differ += std::memcmp(&a[static_cast<size_t>(r * rows)], &c[static_cast<size_t>(r * rows)],
-                          static_cast<size_t>(rows) * 4) != 0;
+    differ += std::memcmp(&a[static_cast<size_t>(r * out_rows)], &c[static_cast<size_t>(r * out_rows)],
+                          static_cast<size_t>(out_rows) * 4) != 0;
   EXPECT_EQ(differ, 0) << differ << " of " << n << " rows differ";
   b.Free(zero);
   b.Free(*y1);
@@ -200,63 +201,91 @@ TEST(CudaOps, ShadowsInGroupsOf256AreTheQuantizeKernels) {
 // The hybrid's attention output gate (SigmoidMul) and the gated norm of its DeltaNet output, which runs
 // on the heads' view (a row per value head) of the output projection's input, write that input's shadow
 // themselves: in blocks of 32 (no K-quant matrix bound) and in groups of 256 (the norm where whole heads
-// tile a group and a product's rows are whole groups; the gate along its rows, a last group shorter). Where
-// they cannot (heads of 96 in groups of 256; a product of 384-value rows reading groups the norm would
-// have made across its rows) the product quantizes. Either way its bits are the quantize kernel's.
+// tile a group and a product's rows are whole groups: heads of 64, 128 and 256; the gate along its rows,
+// a last group shorter). Where they cannot (heads of 96 in groups of 256; a product of 384-value rows
+// reading groups the norm would have made across its rows) the product quantizes. Either way its bits
+// are the quantize kernel's; the outputs themselves are the same bits in both forms and match the CPU
+// backend's.
 TEST(CudaOps, GateAndGatedNormShadowsAreTheQuantizeKernels) {
   SKIP_WITHOUT_GPU();
-  const int64_t rows = 64;
+  const int64_t out_rows = 64;
+  struct Case {
+    int64_t heads, head_dim;
+    bool own_256;  // whether the norm makes groups of 256 (blocks of 32: always)
+  };
+  const std::vector<Case> cases = {
+      {6, 128, true}, {8, 64, true}, {3, 256, true}, {8, 96, false}, {3, 128, false}};
+  const std::vector<int64_t> gate_cols = {768, 1344};
+  std::map<std::string, std::vector<float>> first;  // outputs of the blocks-of-32 pass, by case
+  // The output (fetched after the comparison, which adds zeros) against the CPU backend and the first pass.
+  auto check = [&](const std::string& key, const std::vector<float>& got, const std::vector<float>& cpu) {
+    std::vector<double> ref(cpu.begin(), cpu.end());
+    EXPECT_LT(NormalizedError(got.data(), ref.data(), ref.size()), 1e-5) << key;
+    auto [it, fresh] = first.emplace(key, got);
+    if (!fresh) EXPECT_EQ(std::memcmp(it->second.data(), got.data(), got.size() * 4), 0) << key;
+  };
   for (const bool kquant : {false, true}) {
     SCOPED_TRACE(kquant ? "groups of 256" : "blocks of 32");
     Pair be;
     ASSERT_TRUE(be.gpu);
     Backend& b = *be.gpu;
+    Backend& cpu = *be.cpu;
     if (kquant) {
       const TestMatrix kq = MakeMatrix(GgmlType::kQ4_K, 8, 256, 70);  // makes the groups 256 values
       ASSERT_TRUE(b.BindMatrix(kq.weight()).ok());
     }
-    struct Case {
-      int64_t heads, head_dim;
-      bool own_32, own_256;
-    };
-    for (const Case& c : {Case{6, 128, true, true}, Case{8, 96, true, false}, Case{3, 128, true, false}}) {
+    for (const Case& c : cases) {
       const int64_t cols = c.heads * c.head_dim;
       SCOPED_TRACE(fmt::format("gated norm, {} heads of {}", c.heads, c.head_dim));
       const GgmlType type = kquant && cols % 256 == 0 ? GgmlType::kQ4_K : GgmlType::kQ8_0;
-      const TestMatrix m = MakeMatrix(type, rows, cols, 71);
+      const TestMatrix m = MakeMatrix(type, out_rows, cols, 71);
       auto w = b.BindMatrix(m.weight());
       std::vector<float> wv = Random(static_cast<size_t>(c.head_dim), 72, 0.3f);
-      auto nw = b.BindVector({GgmlType::kF32, 1, c.head_dim, static_cast<size_t>(c.head_dim) * 4,
-                              reinterpret_cast<const uint8_t*>(wv.data()), false});
-      ASSERT_TRUE(w.ok() && nw.ok());
+      const Weight nv{GgmlType::kF32,
+                      1,
+                      c.head_dim,
+                      static_cast<size_t>(c.head_dim) * 4,
+                      reinterpret_cast<const uint8_t*>(wv.data()),
+                      false};
+      auto nw = b.BindVector(nv);
+      auto nw_cpu = cpu.BindVector(nv);
+      ASSERT_TRUE(w.ok() && nw.ok() && nw_cpu.ok());
       for (const int64_t n : {int64_t{1}, int64_t{2}, int64_t{5}}) {
         SCOPED_TRACE(std::to_string(n) + " rows");
         const OneSeq seq(n, 16);
-        const Tensor x = Upload(b, Random(static_cast<size_t>(n * cols), 73), n, cols, seq.plan());
-        const Tensor z = Upload(b, Random(static_cast<size_t>(n * cols), 74), n, cols, seq.plan());
+        const std::vector<float> xv = Random(static_cast<size_t>(n * cols), 73),
+                                 zv = Random(static_cast<size_t>(n * cols), 74);
+        const Tensor x = Upload(b, xv, n, cols, seq.plan()), z = Upload(b, zv, n, cols, seq.plan());
         CompareShadow(
-            b, *w, x, rows, n, seq.plan(),
+            b, *w, x, out_rows, n, seq.plan(),
             [&] { b.GatedRmsNorm(x.Reshaped(c.head_dim), *nw, z.Reshaped(c.head_dim), 1e-6f); },
-            kquant ? c.own_256 : c.own_32);
-        b.Free(x);
-        b.Free(z);
+            !kquant || c.own_256);
+        const Tensor xc = Upload(cpu, xv, n, cols, seq.plan()), zc = Upload(cpu, zv, n, cols, seq.plan());
+        cpu.GatedRmsNorm(xc.Reshaped(c.head_dim), *nw_cpu, zc.Reshaped(c.head_dim), 1e-6f);
+        check(fmt::format("norm {}x{} n{}", c.heads, c.head_dim, n), Fetch(b, x), Fetch(cpu, xc));
+        for (const Tensor t : {x, z}) b.Free(t);
+        for (const Tensor t : {xc, zc}) cpu.Free(t);
       }
     }
-    for (const int64_t cols : {int64_t{768}, int64_t{1344}}) {
+    for (const int64_t cols : gate_cols) {
       SCOPED_TRACE(fmt::format("gate, rows of {}", cols));
       const GgmlType type = kquant && cols % 256 == 0 ? GgmlType::kQ4_K : GgmlType::kQ8_0;
-      const TestMatrix m = MakeMatrix(type, rows, cols, 75);
+      const TestMatrix m = MakeMatrix(type, out_rows, cols, 75);
       auto w = b.BindMatrix(m.weight());
       ASSERT_TRUE(w.ok());
       for (const int64_t n : {int64_t{1}, int64_t{5}}) {
         SCOPED_TRACE(std::to_string(n) + " rows");
         const OneSeq seq(n, 16);
-        const Tensor x = Upload(b, Random(static_cast<size_t>(n * cols), 76), n, cols, seq.plan());
-        const Tensor g = Upload(b, Random(static_cast<size_t>(n * cols), 77), n, cols, seq.plan());
+        const std::vector<float> xv = Random(static_cast<size_t>(n * cols), 76),
+                                 gv = Random(static_cast<size_t>(n * cols), 77);
+        const Tensor x = Upload(b, xv, n, cols, seq.plan()), g = Upload(b, gv, n, cols, seq.plan());
         CompareShadow(
-            b, *w, x, rows, n, seq.plan(), [&] { b.SigmoidMul(x, g); }, true);
-        b.Free(x);
-        b.Free(g);
+            b, *w, x, out_rows, n, seq.plan(), [&] { b.SigmoidMul(x, g); }, true);
+        const Tensor xc = Upload(cpu, xv, n, cols, seq.plan()), gc = Upload(cpu, gv, n, cols, seq.plan());
+        cpu.SigmoidMul(xc, gc);
+        check(fmt::format("gate {} n{}", cols, n), Fetch(b, x), Fetch(cpu, xc));
+        for (const Tensor t : {x, g}) b.Free(t);
+        for (const Tensor t : {xc, gc}) cpu.Free(t);
       }
     }
   }

@@ -21,6 +21,7 @@ unsigned Blocks(int64_t n, int per_block) { return static_cast<unsigned>((n + pe
 __device__ __forceinline__ float Silu(float x) { return x / (1.0f + expf(-x)); }
 __device__ __forceinline__ float Softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
+// Every step rounded on its own (no contraction), so each kernel that applies the gate computes it alike.
 __device__ __forceinline__ float SigmoidTimes(float x, float g) {
   return __fmul_rn(x, __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-g))));
 }
@@ -452,9 +453,7 @@ cudaError_t GatedRmsNorm(float* x, const float* w, const float* z, int64_t rows,
     return Launch(GatedRmsNormKernel, Blocks(rows, kThreads / 32), kThreads, 0, stream, x, w, z, rows, cols,
                   eps, q, d);
   }
-  if (group != kKQuantGroup || cols <= 0 || kKQuantGroup % cols != 0 || (rows * cols) % kKQuantGroup != 0) {
-    return cudaErrorInvalidValue;
-  }
+  if (group != kKQuantGroup || !GatedNormShadowGroups(rows, cols)) return cudaErrorInvalidValue;
   return Launch(GatedRmsNormGroupsKernel, static_cast<unsigned>(rows * cols / kKQuantGroup), kKQuantGroup, 0,
                 stream, x, w, z, rows, cols, eps, q, d);
 }

@@ -294,10 +294,14 @@ cudaError_t SigmoidMul(float* x, const float* g, int64_t rows, int64_t cols, int
 // Each of `heads` heads of 2 * head_dim in x: the first head_dim to a, the second to b.
 cudaError_t SplitHeads(const float* x, int64_t heads, int64_t head_dim, float* a, float* b,
                        cudaStream_t stream);
+// Whether the gated norm over rows x cols (a row per head) can write its shadow in groups of 256
+// consecutive values: whole warps a row and whole heads a group, and whole groups in all.
+FAK_HOST_DEVICE constexpr bool GatedNormShadowGroups(int64_t rows, int64_t cols) {
+  return cols > 0 && cols % 32 == 0 && kKQuantGroup % cols == 0 && (rows * cols) % kKQuantGroup == 0;
+}
 // x = x / rms(x) * w * silu(z) per row (in place); with q, x's int8 shadow as Quantize writes it over
 // consecutive values of the whole tensor: in blocks of 32 (cols a multiple of 32), or in groups of 256
-// (cols dividing 256, rows x cols a multiple of 256: the groups of any product input whose rows are a
-// multiple of 256 long).
+// (GatedNormShadowGroups: the groups of any product input whose rows are a multiple of 256 long).
 cudaError_t GatedRmsNorm(float* x, const float* w, const float* z, int64_t rows, int64_t cols, float eps,
                          int8_t* q, float* d, int group, cudaStream_t stream);
 

@@ -39,6 +39,7 @@ namespace fak::cuda {
 namespace {
 
 constexpr int kWarps = 4;
+constexpr int kRoundSegments = 8;  // the segments a warp sums in one round (four lanes each)
 
 // The activation row in shared memory: q (cols int8), d (nb block scales), s (nb block sums).
 struct Staged {
@@ -455,14 +456,15 @@ cudaError_t LaunchRows(const MatVecJob& job, Q8Act xq, cudaStream_t s) {
 // fewer rows, the 2B's down projection) left a quarter of each warp's lanes idle with four: one warp a
 // row took 0.85x the time at the 27B output projection in Q6_K, 0.86x at its v projection in Q4_K,
 // 0.95x at the 2B down projection and the 27B k projection, 0.96x at the DeltaNet's z, b and a (us,
-// 2026-12-07, call 25). FAK_CUDA_MATVEC_SPLIT=1, 2 or 4 sets it (rows of four pieces only).
+// 2026-12-07, call 25). Rows of 16-19 and 25-31 segments (4,096-8,191 columns) follow the same rule
+// unmeasured. FAK_CUDA_MATVEC_SPLIT=1, 2 or 4 sets it (rows of four pieces only).
 int WarpsPerRow(int64_t rows, int64_t cols, int64_t resident) {
   if (QuantPieces(cols) != 4) return 1;
   if (const char* v = std::getenv("FAK_CUDA_MATVEC_SPLIT"); v != nullptr && v[0] != '\0') {
     const int n = std::atoi(v);
     return n == 2 || n == 4 ? n : 1;
   }
-  return rows < 2 * resident && QuantSegments(cols) >= 4 * 8 ? 4 : 1;
+  return rows < 2 * resident && QuantSegments(cols) >= 4 * kRoundSegments ? 4 : 1;
 }
 
 }  // namespace

@@ -1,4 +1,6 @@
 #!/bin/bash
+# (FAK_CUDA_GEMM_TOTAL, which this script sets for its "old" arm, was removed in 45ff158 after call 23:
+# with a later binary that arm runs the current GEMM.)
 # Call 22: two changes to the tensor-core GEMM, each against the loop before it.
 #   Q4_K: the sub-block scales split into two mma chains (FAK_CUDA_Q4K_SPLIT=1, the default) and the
 #   closed pieces' sum kept in shared memory (FAK_CUDA_GEMM_TOTAL=shared, the default); "old" is

@@ -1,4 +1,6 @@
 #!/bin/bash
+# (FAK_CUDA_GEMM_TOTAL, which this script sets for its "old" arm, was removed in 45ff158 after call 23:
+# with a later binary that arm runs the current GEMM.)
 # Call 23: what call 22 kept. The GEMM's closed pieces' sum in shared memory for every format and Q6_K's
 # rows of four pieces on four warps a tile, against the code before them ("old":
 # FAK_CUDA_GEMM_TOTAL=registers,FAK_CUDA_GEMM_WARPS=8, the same bits). The CUDA op tests under both
