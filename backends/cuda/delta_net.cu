@@ -9,7 +9,7 @@
 #include "backends/cuda/async_copy.cuh"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/pdl.cuh"
-#include "backends/cuda/row_ops.cuh"  // WarpSum, QuantizeLane, GroupElement, QuantizeGroupBlock
+#include "backends/cuda/row_ops.cuh"  // WarpSum, QuantizeLane, PairKernel, PairGroupsKernel
 
 namespace fak::cuda {
 namespace {
@@ -26,27 +26,9 @@ __device__ __forceinline__ float SigmoidTimes(float x, float g) {
   return __fmul_rn(x, __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-g))));
 }
 
-// x *= sigmoid(g), a value a thread; with q, the shadow in blocks of 32 (n a multiple of 32, so whole
-// warps leave together).
-__global__ void SigmoidMulKernel(float* x, const float* g, int64_t n, int8_t* q, float* d) {
-  AfterPrevious();
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const float v = SigmoidTimes(x[i], g[i]);
-  x[i] = v;
-  if (q != nullptr) QuantizeLane(v, i, q, d);
-}
-
-// The same with the shadow in groups of 256 values of a row: a block per group, a value a thread.
-__global__ void __launch_bounds__(kKQuantGroup)
-    SigmoidMulGroupsKernel(float* x, const float* g, int64_t cols, int8_t* q, float* d) {
-  AfterPrevious();
-  int64_t i = 0;
-  const bool in = GroupElement(cols, &i);
-  const float v = in ? SigmoidTimes(x[i], g[i]) : 0.0f;
-  if (in) x[i] = v;
-  QuantizeGroupBlock(v, in, i, q, d);
-}
+struct SigmoidTimesOp {
+  __device__ float operator()(float x, float g) const { return SigmoidTimes(x, g); }
+};
 
 __global__ void SplitHeadsKernel(const float* x, int64_t heads, int64_t hd, float* a, float* b) {
   AfterPrevious();
@@ -432,11 +414,11 @@ cudaError_t SigmoidMul(float* x, const float* g, int64_t rows, int64_t cols, int
   if (q != nullptr && (cols % 32 != 0 || (group != 32 && group != kKQuantGroup)))
     return cudaErrorInvalidValue;
   if (q == nullptr || group == 32) {
-    return Launch(SigmoidMulKernel, Blocks(n, kThreads), kThreads, 0, stream, x, g, n, q, d);
+    return Launch(PairKernel<SigmoidTimesOp>, Blocks(n, kThreads), kThreads, 0, stream, x, g, n, q, d);
   }
   const int64_t groups = rows * ((cols + kKQuantGroup - 1) / kKQuantGroup);
-  return Launch(SigmoidMulGroupsKernel, static_cast<unsigned>(groups), kKQuantGroup, 0, stream, x, g, cols, q,
-                d);
+  return Launch(PairGroupsKernel<SigmoidTimesOp>, static_cast<unsigned>(groups), kKQuantGroup, 0, stream, x,
+                g, cols, q, d);
 }
 
 cudaError_t SplitHeads(const float* x, int64_t heads, int64_t head_dim, float* a, float* b,

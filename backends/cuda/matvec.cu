@@ -304,7 +304,7 @@ __device__ __forceinline__ bool CompletesGroup(const MatVecTail& t, int64_t grou
   return last;
 }
 
-// silu(g) * u of group j (elements 32j ..) by warp 0, as SiluMulKernel computes each element.
+// silu(g) * u of group j (elements 32j ..) by warp 0, as PairKernel<SiluTimesOp> computes each element.
 __device__ __forceinline__ void SiluGroup(const MatVecTail& t, int64_t j) {
   if (threadIdx.x < 32) {
     const int64_t i = j * 32 + threadIdx.x;

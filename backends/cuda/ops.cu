@@ -221,26 +221,6 @@ __global__ void AddKernel(float* x, const float* y, int64_t n) {
   if (i < n) x[i] += y[i];
 }
 
-__global__ void SiluMulKernel(float* g, const float* u, int64_t n, int8_t* q, float* d) {
-  AfterPrevious();
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;  // with a shadow, n is a multiple of 32
-  const float v = SiluTimes(g[i], u[i]);
-  g[i] = v;
-  if (q != nullptr) QuantizeLane(v, i, q, d);
-}
-
-// The same with the shadow in groups of 256 values of a row: a block per group, a value a thread.
-__global__ void __launch_bounds__(kKQuantGroup)
-    SiluMulGroupsKernel(float* g, const float* u, int64_t cols, int8_t* q, float* d) {
-  AfterPrevious();
-  int64_t i = 0;
-  const bool in = GroupElement(cols, &i);
-  const float v = in ? SiluTimes(g[i], u[i]) : 0.0f;
-  if (in) g[i] = v;
-  QuantizeGroupBlock(v, in, i, q, d);
-}
-
 // One block per row; threads over (head, pair).
 __global__ void RopeKernel(float* x, int64_t cols, int64_t head_dim, int64_t half, const float* cos_sin,
                            bool neox) {
@@ -415,10 +395,10 @@ cudaError_t SiluMul(float* g, const float* u, int64_t rows, int64_t cols, int8_t
   if (q != nullptr && (cols % 32 != 0 || (group != 32 && group != kKQuantGroup)))
     return cudaErrorInvalidValue;
   if (q == nullptr || group == 32)
-    return Launch(SiluMulKernel, Blocks(n, kThreads), kThreads, 0, stream, g, u, n, q, d);
+    return Launch(PairKernel<SiluTimesOp>, Blocks(n, kThreads), kThreads, 0, stream, g, u, n, q, d);
   const int64_t groups = rows * ((cols + kKQuantGroup - 1) / kKQuantGroup);
-  return Launch(SiluMulGroupsKernel, static_cast<unsigned>(groups), kKQuantGroup, 0, stream, g, u, cols, q,
-                d);
+  return Launch(PairGroupsKernel<SiluTimesOp>, static_cast<unsigned>(groups), kKQuantGroup, 0, stream, g, u,
+                cols, q, d);
 }
 
 cudaError_t Rope(float* x, int64_t rows, int64_t cols, int64_t head_dim, int64_t half, const float* cos_sin,

@@ -11,6 +11,7 @@
 
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/kv_pages.cuh"  // ShadowScale, ShadowValue
+#include "backends/cuda/pdl.cuh"       // AfterPrevious
 
 namespace fak::cuda {
 
@@ -157,6 +158,34 @@ __device__ __forceinline__ void RmsNormRow(const float* xr, const float* w, floa
 // silu(g) * u.
 __device__ __forceinline__ float SiluTimes(float g, float u) {
   return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
+}
+struct SiluTimesOp {
+  __device__ float operator()(float g, float u) const { return SiluTimes(g, u); }
+};
+
+// y = Op()(y, u) in place, a value a thread, for the element-wise ops whose output a quantized product
+// reads (SiLU times up, the hybrid's attention gate): with q, y's int8 shadow in blocks of 32 (n is then
+// a multiple of 32, so whole warps leave together).
+template <class Op>
+__global__ void PairKernel(float* y, const float* u, int64_t n, int8_t* q, float* d) {
+  AfterPrevious();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float v = Op()(y[i], u[i]);
+  y[i] = v;
+  if (q != nullptr) QuantizeLane(v, i, q, d);
+}
+
+// The same with the shadow in groups of 256 values of a row (cols long): a block per group.
+template <class Op>
+__global__ void __launch_bounds__(kKQuantGroup)
+    PairGroupsKernel(float* y, const float* u, int64_t cols, int8_t* q, float* d) {
+  AfterPrevious();
+  int64_t i = 0;
+  const bool in = GroupElement(cols, &i);
+  const float v = in ? Op()(y[i], u[i]) : 0.0f;
+  if (in) y[i] = v;
+  QuantizeGroupBlock(v, in, i, q, d);
 }
 
 // The rotation of the pair (x0, x1) by the angle whose cos and sin are c and s, rounded step by step
