@@ -222,7 +222,9 @@ TEST(CudaOps, GateAndGatedNormShadowsAreTheQuantizeKernels) {
     std::vector<double> ref(cpu.begin(), cpu.end());
     EXPECT_LT(NormalizedError(got.data(), ref.data(), ref.size()), 1e-5) << key;
     auto [it, fresh] = first.emplace(key, got);
-    if (!fresh) EXPECT_EQ(std::memcmp(it->second.data(), got.data(), got.size() * 4), 0) << key;
+    if (!fresh) {
+      EXPECT_EQ(std::memcmp(it->second.data(), got.data(), got.size() * 4), 0) << key;
+    }
   };
   for (const bool kquant : {false, true}) {
     SCOPED_TRACE(kquant ? "groups of 256" : "blocks of 32");

@@ -270,6 +270,16 @@ Status RunCudaKernelBench(const CudaKernelBenchOptions& options) {
   }
   fmt::print(out, "device: {} ({} multiprocessors, L2 {:.0f} MiB); device copy bandwidth {:.0f} GB/s\n",
              prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1048576.0, copy_gbs);
+  {
+    LaunchCosts lc;
+    FAK_RETURN_IF_ERROR(
+        CudaStatus(MeasureLaunchCosts(stream, std::min(options.min_seconds, 0.2), &lc), "timing launches"));
+    fmt::print(out,
+               "launch costs: a kernel that does nothing, in a graph of 256: {:.2f} us plain, {:.2f} us with "
+               "dependent launch ({} blocks); {:.2f} / {:.2f} us ({} blocks); a grid-wide barrier inside one "
+               "kernel of {} resident blocks: {:.2f} us\n",
+               lc.plain_us, lc.pdl_us, lc.sms, lc.plain8_us, lc.pdl8_us, 8 * lc.sms, lc.sms, lc.barrier_us);
+  }
   fmt::print(out, "{} activation row{} per product; weights cycled through copies larger than 4x L2\n\n",
              options.batch, options.batch == 1 ? "" : "s");
   fmt::print(out, "| shape | type | MB | setting | round | us | GB/s | of copy bw | TOPS | bits |\n");

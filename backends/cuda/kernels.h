@@ -331,4 +331,14 @@ cudaError_t DeltaNetRule(const float* x, const float* b, const float* a, const f
                          const float* dt_bias, const DeltaNetDevice& d, const int32_t* seqs, int64_t n_seqs,
                          float* out, cudaStream_t stream);
 
+// What a boundary between dependent steps costs (launch_bench.cu, for the kernel bench): microseconds
+// a kernel that does nothing takes in a graph of such kernels, in plain stream order and with
+// programmatic dependent launch, at a block per multiprocessor and at eight; and a grid-wide barrier
+// inside one kernel of a block per multiprocessor (0 where cooperative launches are not supported).
+struct LaunchCosts {
+  int sms = 0;
+  double plain_us = 0, pdl_us = 0, plain8_us = 0, pdl8_us = 0, barrier_us = 0;
+};
+cudaError_t MeasureLaunchCosts(cudaStream_t stream, double min_seconds, LaunchCosts* costs);
+
 }  // namespace fak::cuda

@@ -20,6 +20,10 @@ if [ -f .cuda-run/fak-base.xz ]; then
   $FB --version | head -1 >> $P
 fi
 B27=$M/qwen3.5-27b-q4_k_m.gguf
+# What a kernel boundary costs against a grid barrier (launch_bench.cu), and two small 1.5B products beside it.
+timeout 60 $F bench kernels --backend cuda --type q8_0 --type q4_k --shape 1.5b-o:1536x1536 \
+  --shape 1.5b-qkv:1536+256+256x1536 --rounds 2 --seconds 0.1 > $OUT/launch.txt 2>&1
+log launch rc=$? $(grep 'launch costs' $OUT/launch.txt | cut -c1-400)
 ( $F synth --geometry qwen3.5-27b --type q4_k_m -o $M/tmp27.gguf > $OUT/synth27.txt 2>&1 && mv $M/tmp27.gguf $B27 ) &
 timeout 100 .cuda-run/bin/cuda_backend_test --gtest_filter='CudaOps.*:CudaHost.*:CudaModel.HybridSequences*' \
   > $OUT/tests.txt 2>&1
