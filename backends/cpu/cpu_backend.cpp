@@ -172,8 +172,7 @@ void CpuBackend::MatMuls(Tensor x, std::span<const BoundWeight> w, std::span<con
   if (w.size() != y.size()) {
     return Fail(InvalidArgument("matmuls: {} matrices for {} outputs", w.size(), y.size()));
   }
-  // More than one row: the products one by one (MatMulMany would do the same), each in the profile.
-  if (x.rows != 1 || w.size() > kMax) return Backend::MatMuls(x, w, y);
+  if (w.size() > kMax) return Backend::MatMuls(x, w, y);
   std::array<const cpu::QuantMatrix*, kMax> mats{};
   std::array<float*, kMax> outs{};
   for (size_t i = 0; i < w.size(); ++i) {

@@ -184,8 +184,9 @@ Status MatMulMany(std::span<const QuantMatrix* const> all_w, const float* x, int
     return InvalidArgument("matmul: {} matrices for {} outputs", all_w.size(), all_y.size());
   }
   const KernelTable& k = table != nullptr ? *table : Kernels();
-  // The products fused: one token, packed matrices of the first one's cols with kernels for their type
-  // (at most kMax); the rest go through MatMul one by one.
+  // The products fused: packed matrices of the first one's cols with kernels for their type (at most
+  // kMax), whose activations stay whole (TokenChunk: a prompt's 1536-column q, k and v do); the rest go
+  // through MatMul one by one.
   constexpr size_t kMax = 8;
   std::array<const QuantMatrix*, kMax> w{};
   std::array<float*, kMax> y{};
@@ -193,10 +194,10 @@ Status MatMulMany(std::span<const QuantMatrix* const> all_w, const float* x, int
   size_t n = 0;
   for (size_t i = 0; i < all_w.size(); ++i) {
     const QuantMatrix* m = all_w[i];
-    const bool fusable = n_tokens == 1 && x != nullptr && m != nullptr && m->packed && m->data != nullptr &&
+    const bool fusable = n_tokens >= 1 && x != nullptr && m != nullptr && m->packed && m->data != nullptr &&
                          all_y[i] != nullptr && n < kMax && (n == 0 || m->cols == w[0]->cols) &&
                          k.packed[KernelSlot(m->type)] != nullptr &&
-                         k.quantize_packed[KernelSlot(m->type)] != nullptr;
+                         k.quantize_packed[KernelSlot(m->type)] != nullptr && TokenChunk(*m, n_tokens) == n_tokens;
     if (fusable) {
       w[n] = m;
       y[n] = all_y[i];
@@ -213,25 +214,37 @@ Status MatMulMany(std::span<const QuantMatrix* const> all_w, const float* x, int
     FAK_RETURN_IF_ERROR(MatMul(*all_w[i], x, n_tokens, all_y[i], pool, table, quantize_ns));
   }
   if (n == 0) return Status::Ok();
-  // One token's activations for each weight type among the matrices (QuantizeForPacked's blocks for a
-  // chunk of one token), made on this thread: a few hundred values each.
+  // The activations once for each weight type among the matrices (QuantizeForPacked's blocks, as one
+  // chunk of all the tokens): on this thread for one token (a few hundred values), else across the pool
+  // in one call for every type.
   const int64_t start = quantize_ns != nullptr ? NowNanos() : 0;
   const int64_t cols = w[0]->cols;
   static thread_local std::vector<uint8_t> buffer;
   std::array<size_t, kMax> act_at{};
-  std::array<bool, kMax> owner{};  // the first matrix of its type: quantizes for the others
-  size_t bytes = 0;
+  std::array<size_t, kMax> owners{};  // the first matrix of each type: it quantizes for the others
+  size_t n_owners = 0, bytes = 0;
   for (size_t i = 0; i < n; ++i) {
     size_t j = 0;
     while (j < i && w[j]->type != w[i]->type) ++j;
-    owner[i] = j == i;
-    act_at[i] = owner[i] ? bytes : act_at[j];
-    if (owner[i]) bytes += (PackedActivationBytes(w[i]->type, cols, 1) + 63) / 64 * 64;
+    act_at[i] = j == i ? bytes : act_at[j];
+    if (j == i) {
+      owners[n_owners++] = i;
+      bytes += (PackedActivationBytes(w[i]->type, cols, n_tokens) + 63) / 64 * 64;
+    }
   }
   GrowTo(buffer, bytes + 64);
   uint8_t* act = buffer.data();
-  for (size_t i = 0; i < n; ++i) {
-    if (owner[i]) k.quantize_packed[KernelSlot(w[i]->type)](x, cols, 0, 1, act + act_at[i]);
+  auto quantize = [&](int64_t t0, int64_t t1) {
+    for (size_t o = 0; o < n_owners; ++o) {
+      const size_t i = owners[o];
+      const QuantizePackedFn q = k.quantize_packed[KernelSlot(w[i]->type)];
+      for (int64_t t = t0; t < t1; ++t) q(x + t * cols, cols, t, n_tokens, act + act_at[i]);
+    }
+  };
+  if (n_tokens == 1) {
+    quantize(0, 1);
+  } else {
+    pool.ParallelFor(n_tokens, 1, quantize);
   }
   if (quantize_ns != nullptr) *quantize_ns += NowNanos() - start;
   // The matrices' groups in order, claimed as ForEachPackedItem claims one matrix's.
@@ -243,8 +256,8 @@ Status MatMulMany(std::span<const QuantMatrix* const> all_w, const float* x, int
       while (first[m + 1] <= i0) ++m;
       const QuantMatrix& wm = *w[m];
       const int64_t g0 = i0 - first[m], g1 = std::min(i1, first[m + 1]) - first[m];
-      k.packed[KernelSlot(wm.type)](wm.data, wm.cols, act + act_at[m], 1, y[m], wm.rows, g0 * kPackRows,
-                                    std::min(wm.rows, g1 * kPackRows));
+      k.packed[KernelSlot(wm.type)](wm.data, wm.cols, act + act_at[m], n_tokens, y[m], wm.rows,
+                                    g0 * kPackRows, std::min(wm.rows, g1 * kPackRows));
       i0 = first[m] + g1;
     }
   });

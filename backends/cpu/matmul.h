@@ -36,10 +36,11 @@ Status MatMul(const QuantMatrix& w, const float* x, int64_t n_tokens, float* y, 
               const KernelTable* table = nullptr, int64_t* quantize_ns = nullptr);
 
 // Several matrices of one input (a layer's q, k and v): y[i] (n_tokens, w[i].rows) = x . w[i]^T, the
-// bits of MatMul on each. For one token, the packed matrices among them (of the first one's cols) share
-// one parallel call: the activations are quantized once per weight type and every matrix's 16-row
-// groups go to the pool together (a decode step's small products are otherwise short streams, each
-// behind a fork and a join of its own); the others, and every matrix of a prompt, go through MatMul.
+// bits of MatMul on each. The packed matrices among them (of the first one's cols, with activations
+// small enough to stay in one chunk) share one parallel call: the activations are quantized once per
+// weight type and every matrix's 16-row groups go to the pool together (a decode step's small products
+// are otherwise short streams, each behind a fork and a join of its own; a prompt's k and v have as
+// few groups as a server CPU has threads); the others go through MatMul.
 Status MatMulMany(std::span<const QuantMatrix* const> w, const float* x, int64_t n_tokens,
                   std::span<float* const> y, ThreadPool& pool, const KernelTable* table = nullptr,
                   int64_t* quantize_ns = nullptr);

@@ -273,7 +273,9 @@ TEST(Packed, MatMulManyEqualsEachProduct) {
   for (const auto& [type, rows] : shapes) m.push_back(RandomMatrix(type, rows, kCols, rng));
   std::vector<const QuantMatrix*> packed;
   for (const TwoLayouts& t : m) packed.push_back(&t.packed);
-  for (int64_t n_tokens : {1, 5}) {
+  // 1 token (decode), prompts whose activations stay whole, and one whose do not (700 tokens of 1536
+  // columns: over MatMul's 1 MB, so the products go one by one).
+  for (int64_t n_tokens : {1, 5, 37, 700}) {
     std::vector<float> x(static_cast<size_t>(n_tokens * kCols));
     for (auto& v : x) v = g(rng);
     for (ThreadPool* pool : {&pool1, &pool2, &pool3}) {
