@@ -21,6 +21,7 @@ const KernelTable* Avx2Kernels() {
   static const KernelTable table = [] {
     KernelTable t = Build(Isa::kAvx2, FillAvx2MatVec, FillAvx2MatMul);
     FillAvx2Packed(&t);
+    FillAvx2ActQuant(&t);
     return t;
   }();
   return &table;

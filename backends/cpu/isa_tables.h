@@ -20,6 +20,8 @@ void FillAvx512Packed(KernelTable* t);
 // AVX2 kernels over the packed layout.
 void FillAvx2Packed(KernelTable* t);
 void FillNeonPacked(KernelTable* t);
+// SIMD activation quantizers for the packed kernels (the scalar table's are the reference's).
+void FillAvx2ActQuant(KernelTable* t);
 void FillAvx512ActQuant(KernelTable* t);
 void FillNeonMatVec(KernelTable* t);
 void FillNeonMatMul(KernelTable* t);
