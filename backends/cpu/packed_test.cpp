@@ -17,6 +17,9 @@
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/test_data.h"  // FloatHex, MakeRandomMatrix, MakeRandomActivations
 #include "quant/codec.h"
+#include "quant/f16.h"   // Fp32ToFp16
+#include "quant/q4_k.h"  // BlockQ4_K
+#include "quant/q6_k.h"  // BlockQ6_K
 
 namespace fak::cpu {
 namespace {
@@ -96,6 +99,70 @@ TEST_P(PackedIsaTest, EqualsReferenceBitForBit) {
             }
           }
         }
+      }
+    }
+  }
+}
+
+// The integer sums at their largest: every quant at its extreme (Q4_K nibbles 15; Q6_K values 63 and
+// 0, that is +31 and -32; Q8_0 -128 and 127) against activations of +127 and -127, so a kernel that adds
+// products in a narrower type before widening them (the AVX2 Q4_K tile adds 8 vpmaddubsw pairs in
+// int16) would overflow here first.
+TEST_P(PackedIsaTest, EqualsReferenceAtTheLargestSums) {
+  const KernelTable* ref = KernelsFor(Isa::kScalar);
+  const KernelTable* k = KernelsFor(GetParam());
+  ASSERT_NE(k, nullptr);
+  constexpr int64_t kRows = 16, kCols = 512, kTokens = 13;
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    for (const uint8_t fill : {uint8_t{0xFF}, uint8_t{0x00}, uint8_t{0x80}, uint8_t{0x7F}}) {
+      RandomMatrix m = MakeRandomMatrix(type, kRows, kCols, 77, /*special=*/false);
+      const uint16_t one = Fp32ToFp16(1.0f);
+      for (int64_t r = 0; r < kRows; ++r) {
+        uint8_t* row = m.data.data() + r * m.row_bytes;
+        if (type == GgmlType::kQ8_0) {
+          for (int64_t b = 0; b < kCols / 32; ++b) {
+            uint8_t* blk = row + b * 34;
+            std::memcpy(blk, &one, 2);
+            std::memset(blk + 2, fill, 32);
+          }
+        } else if (type == GgmlType::kQ4_K) {
+          for (int64_t b = 0; b < kCols / 256; ++b) {
+            auto* blk = reinterpret_cast<BlockQ4_K*>(row + b * sizeof(BlockQ4_K));
+            blk->d = one;
+            blk->dmin = one;
+            std::memset(blk->scales, 0xFF, sizeof(blk->scales));  // scales and minimums 63
+            std::memset(blk->qs, fill == 0x00 ? 0x00 : 0xFF, sizeof(blk->qs));
+          }
+        } else {
+          for (int64_t b = 0; b < kCols / 256; ++b) {
+            auto* blk = reinterpret_cast<BlockQ6_K*>(row + b * sizeof(BlockQ6_K));
+            std::memset(blk->ql, fill == 0x00 ? 0x00 : 0xFF, sizeof(blk->ql));
+            std::memset(blk->qh, fill == 0x00 ? 0x00 : 0xFF, sizeof(blk->qh));
+            std::memset(blk->scales, fill == 0x80 ? 0x80 : 0x7F, sizeof(blk->scales));  // -128 or 127
+            blk->d = one;
+          }
+        }
+      }
+      const std::vector<uint8_t> packed = Pack(m);
+      // Tokens of all +1, all -1 and alternating signs: activations of +-127.
+      std::vector<float> x(kTokens * kCols);
+      for (int64_t t = 0; t < kTokens; ++t) {
+        for (int64_t i = 0; i < kCols; ++i) {
+          x[t * kCols + i] = t % 3 == 0 ? 1.0f : t % 3 == 1 ? -1.0f : (i % 2 == 0 ? 1.0f : -1.0f);
+        }
+      }
+      const size_t stride = ActivationRowBytes(type, kCols);
+      std::vector<uint8_t> act(stride * kTokens);
+      for (int64_t t = 0; t < kTokens; ++t) QuantizeActivations(type, &x[t * kCols], &act[t * stride], kCols);
+      std::vector<uint8_t> pact(PackedActivationBytes(type, kCols, kTokens));
+      PackActivations(type, act.data(), stride, kCols, kTokens, pact.data());
+      std::vector<float> want(kRows * kTokens, -1.0f), got(kRows * kTokens, -1.0f);
+      ref->matmul[KernelSlot(type)](m.data.data(), m.row_bytes, kCols, act.data(), stride, kTokens, want.data(),
+                                    kRows, 0, kRows);
+      k->packed[KernelSlot(type)](packed.data(), kCols, pact.data(), kTokens, got.data(), kRows, 0, kRows);
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_EQ(FloatHex(got[i]), FloatHex(want[i]))
+            << GgmlTypeName(type) << " fill " << int{fill} << " token " << i / kRows << " row " << i % kRows;
       }
     }
   }
