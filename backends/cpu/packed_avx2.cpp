@@ -93,6 +93,36 @@ inline void TileQ8_0(const uint8_t* group, int h, int64_t nb, const ActQ8_0* act
 
 constexpr int kTokensQ8_0 = 6;
 
+// One token (decode): both halves of a group in one pass, so each 64-byte line is read once and the
+// activation dword broadcast once for the 16 rows. The same operations per row as TileQ8_0<1>.
+inline void TileQ8_0One(const uint8_t* group, int64_t nb, const ActQ8_0* act, float* y, int valid0, int valid1) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  int64_t b = 0;
+  for (const uint8_t* pair = group; b < nb; ++b) {
+    const bool second = (b & 1) != 0;
+    const bool alone = !second && b + 1 == nb;
+    const uint8_t* quants = pair + (second ? 512 : 0);
+    const uint8_t* scales = pair + (alone ? 512 : 1024) + (second ? 32 : 0);
+    for (int l = 0; l < 8; ++l) PrefetchLine(quants + l * 64 + kPrefetchAhead);
+    __m256i isum0 = _mm256_setzero_si256(), isum1 = _mm256_setzero_si256();
+    const ActQ8_0& a = act[b];
+    for (int k = 0; k < 8; ++k) {
+      const __m256i x = Bcast(a.qs + 4 * k);
+      const __m256i q0 = _mm256_xor_si256(Load32(quants + k * 64), bias);
+      const __m256i q1 = _mm256_xor_si256(Load32(quants + k * 64 + 32), bias);
+      isum0 = _mm256_add_epi32(isum0, Dot4(_mm256_abs_epi8(q0), _mm256_sign_epi8(x, q0)));
+      isum1 = _mm256_add_epi32(isum1, Dot4(_mm256_abs_epi8(q1), _mm256_sign_epi8(x, q1)));
+    }
+    const __m256 ad = _mm256_set1_ps(a.d);
+    acc0 = _mm256_add_ps(acc0, _mm256_mul_ps(_mm256_mul_ps(Halves(scales), ad), _mm256_cvtepi32_ps(isum0)));
+    acc1 = _mm256_add_ps(acc1, _mm256_mul_ps(_mm256_mul_ps(Halves(scales + 16), ad), _mm256_cvtepi32_ps(isum1)));
+    if (second) pair += 1088;
+  }
+  StoreRows(y, acc0, valid0);
+  if (valid1 > 0) StoreRows(y + 8, acc1, valid1);
+}
+
 template <int T>
 inline void TileQ8_0Tail(int count, const uint8_t* group, int h, int64_t nb, const ActQ8_0* act,
                          int64_t n_tokens, float* y, int64_t ldy, int valid, bool prefetch) {
@@ -109,6 +139,10 @@ void PackedQ8_0(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
   const auto* a = reinterpret_cast<const ActQ8_0*>(act);
   for (int64_t r = r0; r < r1; r += kPackRows) {
     const uint8_t* group = w + (r / kPackRows) * group_bytes;
+    if (n_tokens == 1) {
+      TileQ8_0One(group, nb, a, y + r, HalfRows(r, r1, 0), HalfRows(r, r1, 1));
+      continue;
+    }
     for (int h = 0; h < 2; ++h) {
       const int valid = HalfRows(r, r1, h);
       if (valid == 0) break;
@@ -224,6 +258,54 @@ inline void TileQ4_K(const uint8_t* group, int h, int64_t nb, const ActQ8_K* act
 
 constexpr int kTokensQ4_K = 4;
 
+// One token (decode): both halves of a group in one pass (each line read once, each activation dword
+// broadcast once for the 16 rows); per row the operations of TileQ4_K<1>.
+inline void TileQ4_KOne(const uint8_t* group, int64_t nb, const ActQ8_K* act, float* y, int valid0, int valid1) {
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* sb = group + b * kQ4_KPackBytes;
+    Q4_KScales s[2];
+    UnpackScales(sb, 0, &s[0]);
+    UnpackScales(sb, 1, &s[1]);
+    const ActQ8_K& a = act[b];
+    __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int c = 0; c < 4; ++c) {
+      __m256i alo[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+      __m256i ahi[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+      for (int k = 0; k < 8; ++k) {
+        const uint8_t* line = sb + kQ4_KPackQs + c * 512 + k * 64;
+        PrefetchLine(line + kPrefetchAhead);
+        const __m256i xl = Bcast(a.qs + 64 * c + 4 * k), xh = Bcast(a.qs + 64 * c + 32 + 4 * k);
+        for (int h = 0; h < 2; ++h) {
+          const __m256i v = Load32(line + 32 * h);
+          alo[h] = _mm256_add_epi16(alo[h], _mm256_maddubs_epi16(_mm256_and_si256(v, low4), xl));
+          ahi[h] = _mm256_add_epi16(ahi[h], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), xh));
+        }
+      }
+      for (int h = 0; h < 2; ++h) {
+        const __m256i lo32 = _mm256_madd_epi16(alo[h], ones), hi32 = _mm256_madd_epi16(ahi[h], ones);
+        isum[h] = _mm256_add_epi32(isum[h], _mm256_add_epi32(_mm256_mullo_epi32(lo32, s[h].sc[2 * c]),
+                                                             _mm256_mullo_epi32(hi32, s[h].sc[2 * c + 1])));
+      }
+    }
+    const __m256 ad = _mm256_set1_ps(a.d);
+    for (int h = 0; h < 2; ++h) {
+      const int16_t* bs = a.bsum32;
+      __m256i ms = _mm256_madd_epi16(s[h].mpair[0], Bcast(bs + 0));
+      ms = _mm256_add_epi32(ms, _mm256_madd_epi16(s[h].mpair[1], Bcast(bs + 2)));
+      ms = _mm256_add_epi32(ms, _mm256_madd_epi16(s[h].mpair[2], Bcast(bs + 4)));
+      ms = _mm256_add_epi32(ms, _mm256_madd_epi16(s[h].mpair[3], Bcast(bs + 6)));
+      const __m256 dd = _mm256_mul_ps(ad, s[h].d), dm = _mm256_mul_ps(ad, s[h].dmin);
+      const __m256 part = _mm256_sub_ps(_mm256_mul_ps(dd, _mm256_cvtepi32_ps(isum[h])),
+                                        _mm256_mul_ps(dm, _mm256_cvtepi32_ps(ms)));
+      acc[h] = _mm256_add_ps(acc[h], part);
+    }
+  }
+  StoreRows(y, acc[0], valid0);
+  if (valid1 > 0) StoreRows(y + 8, acc[1], valid1);
+}
+
 template <int T>
 inline void TileQ4_KTail(int count, const uint8_t* group, int h, int64_t nb, const ActQ8_K* act,
                          int64_t n_tokens, float* y, int64_t ldy, int valid, bool prefetch) {
@@ -240,6 +322,10 @@ void PackedQ4_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
   const auto* a = reinterpret_cast<const ActQ8_K*>(act);
   for (int64_t r = r0; r < r1; r += kPackRows) {
     const uint8_t* group = w + (r / kPackRows) * group_bytes;
+    if (n_tokens == 1) {
+      TileQ4_KOne(group, nb, a, y + r, HalfRows(r, r1, 0), HalfRows(r, r1, 1));
+      continue;
+    }
     for (int h = 0; h < 2; ++h) {
       const int valid = HalfRows(r, r1, h);
       if (valid == 0) break;
@@ -339,6 +425,64 @@ inline void TileQ6_K(const uint8_t* group, int h, int64_t nb, const BlockQ8_K* a
 
 constexpr int kTokensQ6_K = 4;
 
+// One token (decode): both halves of a group in one pass; per row the operations of TileQ6_K<1>.
+inline void TileQ6_KOne(const uint8_t* group, int64_t nb, const BlockQ8_K* act, float* y, int valid0,
+                        int valid1) {
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  const __m256i low4 = _mm256_set1_epi8(0x0F), low6 = _mm256_set1_epi8(0x3F);
+  const __m256i bits45 = _mm256_set1_epi8(0x30);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* sb = group + b * kQ6_KPackBytes;
+    Q6_KScales s[2];
+    UnpackScalesQ6_K(sb, 0, &s[0]);
+    UnpackScalesQ6_K(sb, 1, &s[1]);
+    const BlockQ8_K& a = act[b];
+    __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int jj = 0; jj < 4; ++jj) {
+      __m256i part[2][4];
+      for (int h = 0; h < 2; ++h) {
+        for (int i = 0; i < 4; ++i) part[h][i] = _mm256_setzero_si256();
+      }
+      for (int g = 0; g < 4; ++g) {
+        const int p = 4 * jj + g;
+        const uint8_t* set = sb + kQ6_KPackQuants + p * 192;
+        PrefetchLine(set + kPrefetchAhead);
+        PrefetchLine(set + 64 + kPrefetchAhead);
+        PrefetchLine(set + 128 + kPrefetchAhead);
+        __m256i x[4];
+        for (int i = 0; i < 4; ++i) x[i] = Bcast(a.qs + 4 * (16 * i + p));
+        for (int h = 0; h < 2; ++h) {
+          const __m256i f1 = Load32(set + 32 * h), f2 = Load32(set + 64 + 32 * h);
+          const __m256i nbl = Load32(set + 128 + 32 * h);
+          const __m256i q[4] = {
+              _mm256_and_si256(f1, low6), _mm256_and_si256(f2, low6),
+              _mm256_or_si256(_mm256_and_si256(nbl, low4), _mm256_and_si256(_mm256_srli_epi16(f1, 2), bits45)),
+              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(nbl, 4), low4),
+                              _mm256_and_si256(_mm256_srli_epi16(f2, 2), bits45))};
+          for (int i = 0; i < 4; ++i) part[h][i] = _mm256_add_epi32(part[h][i], Dot4(q[i], x[i]));
+        }
+      }
+      for (int h = 0; h < 2; ++h) {
+        for (int i = 0; i < 4; ++i) {
+          isum[h] = _mm256_add_epi32(isum[h], _mm256_mullo_epi32(part[h][i], s[h].sc[4 * i + jj]));
+        }
+      }
+    }
+    const __m256 ad = _mm256_set1_ps(a.d);
+    for (int h = 0; h < 2; ++h) {
+      __m256i corr = _mm256_setzero_si256();
+      for (int k = 0; k < 8; ++k) {
+        corr = _mm256_add_epi32(corr, _mm256_madd_epi16(s[h].scpair[k], Bcast(a.bsums + 2 * k)));
+      }
+      const __m256i total = _mm256_sub_epi32(isum[h], _mm256_slli_epi32(corr, 5));
+      const __m256 dd = _mm256_mul_ps(ad, s[h].d);
+      acc[h] = _mm256_add_ps(acc[h], _mm256_mul_ps(dd, _mm256_cvtepi32_ps(total)));
+    }
+  }
+  StoreRows(y, acc[0], valid0);
+  if (valid1 > 0) StoreRows(y + 8, acc[1], valid1);
+}
+
 template <int T>
 inline void TileQ6_KTail(int count, const uint8_t* group, int h, int64_t nb, const BlockQ8_K* act,
                          int64_t n_tokens, float* y, int64_t ldy, int valid, bool prefetch) {
@@ -355,6 +499,10 @@ void PackedQ6_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
   const auto* a = reinterpret_cast<const BlockQ8_K*>(act);
   for (int64_t r = r0; r < r1; r += kPackRows) {
     const uint8_t* group = w + (r / kPackRows) * group_bytes;
+    if (n_tokens == 1) {
+      TileQ6_KOne(group, nb, a, y + r, HalfRows(r, r1, 0), HalfRows(r, r1, 1));
+      continue;
+    }
     for (int h = 0; h < 2; ++h) {
       const int valid = HalfRows(r, r1, h);
       if (valid == 0) break;
