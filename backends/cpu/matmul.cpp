@@ -197,7 +197,8 @@ Status MatMulMany(std::span<const QuantMatrix* const> all_w, const float* x, int
     const bool fusable = n_tokens >= 1 && x != nullptr && m != nullptr && m->packed && m->data != nullptr &&
                          all_y[i] != nullptr && n < kMax && (n == 0 || m->cols == w[0]->cols) &&
                          k.packed[KernelSlot(m->type)] != nullptr &&
-                         k.quantize_packed[KernelSlot(m->type)] != nullptr && TokenChunk(*m, n_tokens) == n_tokens;
+                         k.quantize_packed[KernelSlot(m->type)] != nullptr &&
+                         TokenChunk(*m, n_tokens) == n_tokens;
     if (fusable) {
       w[n] = m;
       y[n] = all_y[i];

@@ -95,7 +95,8 @@ constexpr int kTokensQ8_0 = 6;
 
 // One token (decode): both halves of a group in one pass, so each 64-byte line is read once and the
 // activation dword broadcast once for the 16 rows. The same operations per row as TileQ8_0<1>.
-inline void TileQ8_0One(const uint8_t* group, int64_t nb, const ActQ8_0* act, float* y, int valid0, int valid1) {
+inline void TileQ8_0One(const uint8_t* group, int64_t nb, const ActQ8_0* act, float* y, int valid0,
+                        int valid1) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
   int64_t b = 0;
@@ -116,7 +117,8 @@ inline void TileQ8_0One(const uint8_t* group, int64_t nb, const ActQ8_0* act, fl
     }
     const __m256 ad = _mm256_set1_ps(a.d);
     acc0 = _mm256_add_ps(acc0, _mm256_mul_ps(_mm256_mul_ps(Halves(scales), ad), _mm256_cvtepi32_ps(isum0)));
-    acc1 = _mm256_add_ps(acc1, _mm256_mul_ps(_mm256_mul_ps(Halves(scales + 16), ad), _mm256_cvtepi32_ps(isum1)));
+    acc1 =
+        _mm256_add_ps(acc1, _mm256_mul_ps(_mm256_mul_ps(Halves(scales + 16), ad), _mm256_cvtepi32_ps(isum1)));
     if (second) pair += 1088;
   }
   StoreRows(y, acc0, valid0);
@@ -260,7 +262,8 @@ constexpr int kTokensQ4_K = 4;
 
 // One token (decode): both halves of a group in one pass (each line read once, each activation dword
 // broadcast once for the 16 rows); per row the operations of TileQ4_K<1>.
-inline void TileQ4_KOne(const uint8_t* group, int64_t nb, const ActQ8_K* act, float* y, int valid0, int valid1) {
+inline void TileQ4_KOne(const uint8_t* group, int64_t nb, const ActQ8_K* act, float* y, int valid0,
+                        int valid1) {
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   for (int64_t b = 0; b < nb; ++b) {
@@ -280,7 +283,8 @@ inline void TileQ4_KOne(const uint8_t* group, int64_t nb, const ActQ8_K* act, fl
         for (int h = 0; h < 2; ++h) {
           const __m256i v = Load32(line + 32 * h);
           alo[h] = _mm256_add_epi16(alo[h], _mm256_maddubs_epi16(_mm256_and_si256(v, low4), xl));
-          ahi[h] = _mm256_add_epi16(ahi[h], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), xh));
+          ahi[h] = _mm256_add_epi16(
+              ahi[h], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), xh));
         }
       }
       for (int h = 0; h < 2; ++h) {
@@ -454,11 +458,11 @@ inline void TileQ6_KOne(const uint8_t* group, int64_t nb, const BlockQ8_K* act, 
         for (int h = 0; h < 2; ++h) {
           const __m256i f1 = Load32(set + 32 * h), f2 = Load32(set + 64 + 32 * h);
           const __m256i nbl = Load32(set + 128 + 32 * h);
-          const __m256i q[4] = {
-              _mm256_and_si256(f1, low6), _mm256_and_si256(f2, low6),
-              _mm256_or_si256(_mm256_and_si256(nbl, low4), _mm256_and_si256(_mm256_srli_epi16(f1, 2), bits45)),
-              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(nbl, 4), low4),
-                              _mm256_and_si256(_mm256_srli_epi16(f2, 2), bits45))};
+          const __m256i q[4] = {_mm256_and_si256(f1, low6), _mm256_and_si256(f2, low6),
+                                _mm256_or_si256(_mm256_and_si256(nbl, low4),
+                                                _mm256_and_si256(_mm256_srli_epi16(f1, 2), bits45)),
+                                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(nbl, 4), low4),
+                                                _mm256_and_si256(_mm256_srli_epi16(f2, 2), bits45))};
           for (int i = 0; i < 4; ++i) part[h][i] = _mm256_add_epi32(part[h][i], Dot4(q[i], x[i]));
         }
       }

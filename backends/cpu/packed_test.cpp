@@ -157,8 +157,8 @@ TEST_P(PackedIsaTest, EqualsReferenceAtTheLargestSums) {
       std::vector<uint8_t> pact(PackedActivationBytes(type, kCols, kTokens));
       PackActivations(type, act.data(), stride, kCols, kTokens, pact.data());
       std::vector<float> want(kRows * kTokens, -1.0f), got(kRows * kTokens, -1.0f);
-      ref->matmul[KernelSlot(type)](m.data.data(), m.row_bytes, kCols, act.data(), stride, kTokens, want.data(),
-                                    kRows, 0, kRows);
+      ref->matmul[KernelSlot(type)](m.data.data(), m.row_bytes, kCols, act.data(), stride, kTokens,
+                                    want.data(), kRows, 0, kRows);
       k->packed[KernelSlot(type)](packed.data(), kCols, pact.data(), kTokens, got.data(), kRows, 0, kRows);
       for (size_t i = 0; i < want.size(); ++i) {
         ASSERT_EQ(FloatHex(got[i]), FloatHex(want[i]))

@@ -39,8 +39,8 @@ __device__ __forceinline__ void StoreRelease(unsigned* p, unsigned v) {
 // n barriers among all blocks of the grid (every block resident): arrivals counted on `arrived`, the
 // last to arrive resets the count and advances `generation`, which the others wait for. Block 0 adds
 // one to `count` between barriers, so each phase depends on the one before, as in a chain.
-__global__ void __launch_bounds__(kThreads) GridBarriersKernel(unsigned* arrived, unsigned* generation, int n,
-                                                               unsigned* count) {
+__global__ void __launch_bounds__(kThreads)
+    GridBarriersKernel(unsigned* arrived, unsigned* generation, int n, unsigned* count) {
   for (int i = 0; i < n; ++i) {
     if (blockIdx.x == 0 && threadIdx.x == 0) *count += 1;
     __syncthreads();
@@ -72,10 +72,10 @@ struct Scratch {
   }
 };
 
-#define FAK_TRY(expr)                        \
-  do {                                       \
-    const cudaError_t e_ = (expr);           \
-    if (e_ != cudaSuccess) return e_;        \
+#define FAK_TRY(expr)                 \
+  do {                                \
+    const cudaError_t e_ = (expr);    \
+    if (e_ != cudaSuccess) return e_; \
   } while (0)
 
 // Microseconds of one replay of s.exec (median of at least 7, and of at least min_seconds).
@@ -139,7 +139,8 @@ cudaError_t BarriersTime(Scratch& s, cudaStream_t stream, int blocks, int n, dou
   for (int rep = 0; rep < 8; ++rep) {
     FAK_TRY(cudaEventRecord(s.start, stream));
     FAK_TRY(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(GridBarriersKernel),
-                                        dim3(static_cast<unsigned>(blocks)), dim3(kThreads), args, 0, stream));
+                                        dim3(static_cast<unsigned>(blocks)), dim3(kThreads), args, 0,
+                                        stream));
     FAK_TRY(cudaEventRecord(s.stop, stream));
     FAK_TRY(cudaEventSynchronize(s.stop));
     float t = 0;
