@@ -10,6 +10,7 @@
 
 #include "backends/cpu/isa_tables.h"
 #include "backends/cpu/packed.h"
+#include "quant/f16.h"   // Fp32ToFp16 (out of line)
 #include "quant/q8_k.h"  // BlockQ8_K
 
 namespace fak::cpu {
@@ -287,9 +288,86 @@ void PackedQ6_K(const uint8_t* w, int64_t n, const uint8_t* act, int64_t n_token
   });
 }
 
+// ---------------------------------------------------------------------------------------------------
+// Activation quantizers, bit-identical to QuantizeRowQ8_0 / QuantizeRowQ8_K through
+// QuantizePackedActivations (act_quant_avx2.cpp's operations on 4 lanes): fmaxnm / fminnm are C's fmax /
+// fmin (a NaN operand gives the other), frintn is nearbyint in the default rounding mode.
+
+inline float32x4_t AbsMax(float32x4_t acc, float32x4_t x) { return vmaxnmq_f32(acc, vabsq_f32(x)); }
+
+// 4 quants of x * id as int32 lanes.
+inline int32x4_t Quantize4(float32x4_t x, float32x4_t id) {
+  float32x4_t q = vrndnq_f32(vmulq_f32(x, id));
+  q = vmaxnmq_f32(q, vdupq_n_f32(-127.0f));  // NaN -> -127
+  q = vminnmq_f32(q, vdupq_n_f32(127.0f));
+  return vcvtq_s32_f32(q);
+}
+
+// 16 int32 lanes in [-127, 127] as 16 bytes in order.
+inline int8x16_t Narrow16(int32x4_t q0, int32x4_t q1, int32x4_t q2, int32x4_t q3) {
+  const int16x8_t a = vcombine_s16(vmovn_s32(q0), vmovn_s32(q1)),
+                  b = vcombine_s16(vmovn_s32(q2), vmovn_s32(q3));
+  return vcombine_s8(vmovn_s16(a), vmovn_s16(b));
+}
+
+inline float InverseScale(float d) { return d != 0.0f ? 1.0f / d : 0.0f; }
+
+// 32 (Q8_0) or 256 (Q8_K) values: quants into qs, the scale d, and the sums of each 16 into sum16.
+template <int kN>
+inline float QuantizeRun(const float* x, int8_t* qs, int32_t* sum16) {
+  float32x4_t m = vdupq_n_f32(0.0f);
+  for (int i = 0; i < kN / 4; ++i) m = AbsMax(m, vld1q_f32(x + 4 * i));
+  const float d = vmaxnmvq_f32(m) / 127.0f;
+  const float32x4_t id = vdupq_n_f32(InverseScale(d));
+  for (int i = 0; i < kN / 16; ++i) {
+    const float* xi = x + 16 * i;
+    const int32x4_t q0 = Quantize4(vld1q_f32(xi), id), q1 = Quantize4(vld1q_f32(xi + 4), id);
+    const int32x4_t q2 = Quantize4(vld1q_f32(xi + 8), id), q3 = Quantize4(vld1q_f32(xi + 12), id);
+    vst1q_s8(qs + 16 * i, Narrow16(q0, q1, q2, q3));
+    sum16[i] = vaddvq_s32(vaddq_s32(vaddq_s32(q0, q1), vaddq_s32(q2, q3)));
+  }
+  return d;
+}
+
+void QuantizeQ8_0(const float* x, int64_t n, int64_t t, int64_t n_tokens, void* out) {
+  auto* a = static_cast<ActQ8_0*>(out);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    ActQ8_0& o = a[b * n_tokens + t];
+    int32_t sum16[2];
+    const float d = QuantizeRun<32>(x + 32 * b, o.qs, sum16);
+    const uint16_t h = Fp32ToFp16(d);
+    o.d = vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);  // exact
+    o.corr = -128 * (sum16[0] + sum16[1]);
+  }
+}
+
+void QuantizeQ4_K(const float* x, int64_t n, int64_t t, int64_t n_tokens, void* out) {
+  auto* a = static_cast<ActQ8_K*>(out);
+  for (int64_t b = 0; b < n / 256; ++b) {
+    ActQ8_K& o = a[b * n_tokens + t];
+    int32_t bs[16];
+    o.d = QuantizeRun<256>(x + 256 * b, o.qs, bs);
+    for (int j = 0; j < 8; ++j) o.bsum32[j] = static_cast<int16_t>(bs[2 * j] + bs[2 * j + 1]);
+    o.pad[0] = o.pad[1] = o.pad[2] = 0;
+  }
+}
+
+void QuantizeQ6_K(const float* x, int64_t n, int64_t t, int64_t n_tokens, void* out) {
+  auto* a = static_cast<BlockQ8_K*>(out);
+  for (int64_t b = 0; b < n / 256; ++b) {
+    BlockQ8_K& o = a[b * n_tokens + t];
+    int32_t bs[16];
+    o.d = QuantizeRun<256>(x + 256 * b, o.qs, bs);
+    for (int j = 0; j < 16; ++j) o.bsums[j] = static_cast<int16_t>(bs[j]);
+  }
+}
+
 }  // namespace
 
 void FillNeonPacked(KernelTable* t) {
+  t->quantize_packed[Slot(GgmlType::kQ8_0)] = QuantizeQ8_0;
+  t->quantize_packed[Slot(GgmlType::kQ4_K)] = QuantizeQ4_K;
+  t->quantize_packed[Slot(GgmlType::kQ6_K)] = QuantizeQ6_K;
   t->packed[Slot(GgmlType::kQ8_0)] = PackedQ8_0;
   t->packed[Slot(GgmlType::kQ4_K)] = PackedQ4_K;
   t->packed[Slot(GgmlType::kQ6_K)] = PackedQ6_K;
