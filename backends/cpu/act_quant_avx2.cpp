@@ -58,40 +58,33 @@ void Store32(int8_t* dst, __m256i q0, __m256i q1, __m256i q2, __m256i q3) {
 
 float InverseScale(float d) { return d != 0.0f ? 1.0f / d : 0.0f; }
 
-void QuantizeQ8_0(const float* x, int64_t n, int64_t t, int64_t n_tokens, void* out) {
-  auto* a = static_cast<ActQ8_0*>(out);
-  for (int64_t b = 0; b < n / 32; ++b) {
-    const float* xb = x + 32 * b;
-    const __m256 x0 = _mm256_loadu_ps(xb), x1 = _mm256_loadu_ps(xb + 8), x2 = _mm256_loadu_ps(xb + 16),
-                 x3 = _mm256_loadu_ps(xb + 24);
-    const __m256 zero = _mm256_setzero_ps();
-    const float amax = MaxOf(_mm256_max_ps(AbsMax(AbsMax(zero, x0), x1), AbsMax(AbsMax(zero, x2), x3)));
-    const float d = amax / 127.0f;
-    const __m256 id = _mm256_set1_ps(InverseScale(d));
-    const __m256i q0 = Quantize8(x0, id), q1 = Quantize8(x1, id), q2 = Quantize8(x2, id),
-                  q3 = Quantize8(x3, id);
-    ActQ8_0& o = a[b * n_tokens + t];
-    Store32(o.qs, q0, q1, q2, q3);
-    o.d = _cvtsh_ss(Fp32ToFp16(d));
-    o.corr = -128 * SumOf(_mm256_add_epi32(_mm256_add_epi32(q0, q1), _mm256_add_epi32(q2, q3)));
-  }
-}
-
-// One Q8_K super-block: quants, scale and the 16 sums of 16.
-void QuantizeSuperBlock(const float* x, int8_t* qs, float* d_out, int32_t bsum16[16]) {
+// 32 (Q8_0) or 256 (Q8_K) values: quants into qs, the sums of each 16 into sum16; returns the scale d.
+template <int kN>
+float QuantizeRun(const float* x, int8_t* qs, int32_t* sum16) {
   __m256 m = _mm256_setzero_ps();
-  for (int i = 0; i < 32; ++i) m = AbsMax(m, _mm256_loadu_ps(x + 8 * i));
+  for (int i = 0; i < kN / 8; ++i) m = AbsMax(m, _mm256_loadu_ps(x + 8 * i));
   const float d = MaxOf(m) / 127.0f;
   const __m256 id = _mm256_set1_ps(InverseScale(d));
-  for (int i = 0; i < 8; ++i) {  // 32 values: sums of 16 at 2i and 2i + 1
+  for (int i = 0; i < kN / 32; ++i) {
     const float* xi = x + 32 * i;
     const __m256i q0 = Quantize8(_mm256_loadu_ps(xi), id), q1 = Quantize8(_mm256_loadu_ps(xi + 8), id),
                   q2 = Quantize8(_mm256_loadu_ps(xi + 16), id), q3 = Quantize8(_mm256_loadu_ps(xi + 24), id);
     Store32(qs + 32 * i, q0, q1, q2, q3);
-    bsum16[2 * i] = SumOf(_mm256_add_epi32(q0, q1));
-    bsum16[2 * i + 1] = SumOf(_mm256_add_epi32(q2, q3));
+    sum16[2 * i] = SumOf(_mm256_add_epi32(q0, q1));
+    sum16[2 * i + 1] = SumOf(_mm256_add_epi32(q2, q3));
   }
-  *d_out = d;
+  return d;
+}
+
+void QuantizeQ8_0(const float* x, int64_t n, int64_t t, int64_t n_tokens, void* out) {
+  auto* a = static_cast<ActQ8_0*>(out);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    ActQ8_0& o = a[b * n_tokens + t];
+    int32_t sum16[2];
+    const float d = QuantizeRun<32>(x + 32 * b, o.qs, sum16);
+    o.d = _cvtsh_ss(Fp32ToFp16(d));
+    o.corr = -128 * (sum16[0] + sum16[1]);
+  }
 }
 
 void QuantizeQ4_K(const float* x, int64_t n, int64_t t, int64_t n_tokens, void* out) {
@@ -99,7 +92,7 @@ void QuantizeQ4_K(const float* x, int64_t n, int64_t t, int64_t n_tokens, void* 
   for (int64_t b = 0; b < n / 256; ++b) {
     ActQ8_K& o = a[b * n_tokens + t];
     int32_t bs[16];
-    QuantizeSuperBlock(x + 256 * b, o.qs, &o.d, bs);
+    o.d = QuantizeRun<256>(x + 256 * b, o.qs, bs);
     for (int j = 0; j < 8; ++j) o.bsum32[j] = static_cast<int16_t>(bs[2 * j] + bs[2 * j + 1]);
     o.pad[0] = o.pad[1] = o.pad[2] = 0;
   }
@@ -110,7 +103,7 @@ void QuantizeQ6_K(const float* x, int64_t n, int64_t t, int64_t n_tokens, void* 
   for (int64_t b = 0; b < n / 256; ++b) {
     BlockQ8_K& o = a[b * n_tokens + t];
     int32_t bs[16];
-    QuantizeSuperBlock(x + 256 * b, o.qs, &o.d, bs);
+    o.d = QuantizeRun<256>(x + 256 * b, o.qs, bs);
     for (int j = 0; j < 16; ++j) o.bsums[j] = static_cast<int16_t>(bs[j]);
   }
 }

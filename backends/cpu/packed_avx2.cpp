@@ -206,6 +206,28 @@ inline void UnpackScales(const uint8_t* sb, int h, Q4_KScales* s) {
   s->dmin = Halves(sb + kQ4_KPackDmin + 16 * h);
 }
 
+// A super-block's term for 8 rows and one token: the scaled integer sum less the minimums' part, the
+// reference's float steps.
+inline __m256 Q4_KTerm(const Q4_KScales& s, const ActQ8_K& a, __m256i isum) {
+  const int16_t* bs = a.bsum32;
+  __m256i ms = _mm256_madd_epi16(s.mpair[0], Bcast(bs + 0));
+  ms = _mm256_add_epi32(ms, _mm256_madd_epi16(s.mpair[1], Bcast(bs + 2)));
+  ms = _mm256_add_epi32(ms, _mm256_madd_epi16(s.mpair[2], Bcast(bs + 4)));
+  ms = _mm256_add_epi32(ms, _mm256_madd_epi16(s.mpair[3], Bcast(bs + 6)));
+  const __m256 ad = _mm256_set1_ps(a.d);
+  const __m256 dd = _mm256_mul_ps(ad, s.d), dm = _mm256_mul_ps(ad, s.dmin);
+  return _mm256_sub_ps(_mm256_mul_ps(dd, _mm256_cvtepi32_ps(isum)),
+                       _mm256_mul_ps(dm, _mm256_cvtepi32_ps(ms)));
+}
+
+// isum + lo . sc_lo + hi . sc_hi, the sub-block pair's int16 pair sums widened first.
+inline __m256i Q4_KScaled(__m256i isum, __m256i lo16, __m256i hi16, __m256i sc_lo, __m256i sc_hi) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i lo32 = _mm256_madd_epi16(lo16, ones), hi32 = _mm256_madd_epi16(hi16, ones);
+  return _mm256_add_epi32(isum,
+                          _mm256_add_epi32(_mm256_mullo_epi32(lo32, sc_lo), _mm256_mullo_epi32(hi32, sc_hi)));
+}
+
 template <int T>
 inline void TileQ4_K(const uint8_t* group, int h, int64_t nb, const ActQ8_K* act, int64_t n_tokens, float* y,
                      int64_t ldy, int valid, bool prefetch) {
@@ -235,25 +257,9 @@ inline void TileQ4_K(const uint8_t* group, int h, int64_t nb, const ActQ8_K* act
           ahi[t] = _mm256_add_epi16(ahi[t], _mm256_maddubs_epi16(hi, Bcast(a[t].qs + 64 * c + 32 + 4 * k)));
         }
       }
-      const __m256i ones = _mm256_set1_epi16(1);
-      for (int t = 0; t < T; ++t) {
-        const __m256i lo32 = _mm256_madd_epi16(alo[t], ones), hi32 = _mm256_madd_epi16(ahi[t], ones);
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_mullo_epi32(lo32, s.sc[2 * c]),
-                                                             _mm256_mullo_epi32(hi32, s.sc[2 * c + 1])));
-      }
+      for (int t = 0; t < T; ++t) isum[t] = Q4_KScaled(isum[t], alo[t], ahi[t], s.sc[2 * c], s.sc[2 * c + 1]);
     }
-    for (int t = 0; t < T; ++t) {
-      const int16_t* bs = a[t].bsum32;
-      __m256i ms = _mm256_madd_epi16(s.mpair[0], Bcast(bs + 0));
-      ms = _mm256_add_epi32(ms, _mm256_madd_epi16(s.mpair[1], Bcast(bs + 2)));
-      ms = _mm256_add_epi32(ms, _mm256_madd_epi16(s.mpair[2], Bcast(bs + 4)));
-      ms = _mm256_add_epi32(ms, _mm256_madd_epi16(s.mpair[3], Bcast(bs + 6)));
-      const __m256 ad = _mm256_set1_ps(a[t].d);
-      const __m256 dd = _mm256_mul_ps(ad, s.d), dm = _mm256_mul_ps(ad, s.dmin);
-      const __m256 part = _mm256_sub_ps(_mm256_mul_ps(dd, _mm256_cvtepi32_ps(isum[t])),
-                                        _mm256_mul_ps(dm, _mm256_cvtepi32_ps(ms)));
-      acc[t] = _mm256_add_ps(acc[t], part);
-    }
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_add_ps(acc[t], Q4_KTerm(s, a[t], isum[t]));
   }
   for (int t = 0; t < T; ++t) StoreRows(y + t * ldy, acc[t], valid);
 }
@@ -265,7 +271,7 @@ constexpr int kTokensQ4_K = 4;
 inline void TileQ4_KOne(const uint8_t* group, int64_t nb, const ActQ8_K* act, float* y, int valid0,
                         int valid1) {
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* sb = group + b * kQ4_KPackBytes;
     Q4_KScales s[2];
@@ -287,24 +293,10 @@ inline void TileQ4_KOne(const uint8_t* group, int64_t nb, const ActQ8_K* act, fl
               ahi[h], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), xh));
         }
       }
-      for (int h = 0; h < 2; ++h) {
-        const __m256i lo32 = _mm256_madd_epi16(alo[h], ones), hi32 = _mm256_madd_epi16(ahi[h], ones);
-        isum[h] = _mm256_add_epi32(isum[h], _mm256_add_epi32(_mm256_mullo_epi32(lo32, s[h].sc[2 * c]),
-                                                             _mm256_mullo_epi32(hi32, s[h].sc[2 * c + 1])));
-      }
+      for (int h = 0; h < 2; ++h)
+        isum[h] = Q4_KScaled(isum[h], alo[h], ahi[h], s[h].sc[2 * c], s[h].sc[2 * c + 1]);
     }
-    const __m256 ad = _mm256_set1_ps(a.d);
-    for (int h = 0; h < 2; ++h) {
-      const int16_t* bs = a.bsum32;
-      __m256i ms = _mm256_madd_epi16(s[h].mpair[0], Bcast(bs + 0));
-      ms = _mm256_add_epi32(ms, _mm256_madd_epi16(s[h].mpair[1], Bcast(bs + 2)));
-      ms = _mm256_add_epi32(ms, _mm256_madd_epi16(s[h].mpair[2], Bcast(bs + 4)));
-      ms = _mm256_add_epi32(ms, _mm256_madd_epi16(s[h].mpair[3], Bcast(bs + 6)));
-      const __m256 dd = _mm256_mul_ps(ad, s[h].d), dm = _mm256_mul_ps(ad, s[h].dmin);
-      const __m256 part = _mm256_sub_ps(_mm256_mul_ps(dd, _mm256_cvtepi32_ps(isum[h])),
-                                        _mm256_mul_ps(dm, _mm256_cvtepi32_ps(ms)));
-      acc[h] = _mm256_add_ps(acc[h], part);
-    }
+    for (int h = 0; h < 2; ++h) acc[h] = _mm256_add_ps(acc[h], Q4_KTerm(s[h], a, isum[h]));
   }
   StoreRows(y, acc[0], valid0);
   if (valid1 > 0) StoreRows(y + 8, acc[1], valid1);
@@ -366,13 +358,33 @@ inline void UnpackScalesQ6_K(const uint8_t* sb, int h, Q6_KScales* s) {
   s->d = Halves(sb + kQ6_KPackD + 16 * h);
 }
 
+// The 4 vectors of 6-bit values one step of a super-block yields from its lines f1, f2 and nbl: the low 6
+// bits of f1 and f2, then a nibble of nbl under the top 2 bits of f1 and of f2.
+inline void Q6Values(__m256i f1, __m256i f2, __m256i nbl, __m256i q[4]) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F), low6 = _mm256_set1_epi8(0x3F), bits45 = _mm256_set1_epi8(0x30);
+  q[0] = _mm256_and_si256(f1, low6);
+  q[1] = _mm256_and_si256(f2, low6);
+  q[2] = _mm256_or_si256(_mm256_and_si256(nbl, low4), _mm256_and_si256(_mm256_srli_epi16(f1, 2), bits45));
+  q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(nbl, 4), low4),
+                         _mm256_and_si256(_mm256_srli_epi16(f2, 2), bits45));
+}
+
+// A super-block's term for 8 rows and one token: the integer sum less 32 x the scaled activation sums,
+// times the scales.
+inline __m256 Q6_KTerm(const Q6_KScales& s, const BlockQ8_K& a, __m256i isum) {
+  __m256i corr = _mm256_setzero_si256();
+  for (int k = 0; k < 8; ++k)
+    corr = _mm256_add_epi32(corr, _mm256_madd_epi16(s.scpair[k], Bcast(a.bsums + 2 * k)));
+  const __m256i total = _mm256_sub_epi32(isum, _mm256_slli_epi32(corr, 5));
+  const __m256 dd = _mm256_mul_ps(_mm256_set1_ps(a.d), s.d);
+  return _mm256_mul_ps(dd, _mm256_cvtepi32_ps(total));
+}
+
 template <int T>
 inline void TileQ6_K(const uint8_t* group, int h, int64_t nb, const BlockQ8_K* act, int64_t n_tokens,
                      float* y, int64_t ldy, int valid, bool prefetch) {
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
-  const __m256i low4 = _mm256_set1_epi8(0x0F), low6 = _mm256_set1_epi8(0x3F);
-  const __m256i bits45 = _mm256_set1_epi8(0x30);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* sb = group + b * kQ6_KPackBytes;
     Q6_KScales s;
@@ -397,11 +409,8 @@ inline void TileQ6_K(const uint8_t* group, int h, int64_t nb, const BlockQ8_K* a
         }
         const __m256i f1 = Load32(set + 32 * h), f2 = Load32(set + 64 + 32 * h);
         const __m256i nbl = Load32(set + 128 + 32 * h);
-        const __m256i q[4] = {
-            _mm256_and_si256(f1, low6), _mm256_and_si256(f2, low6),
-            _mm256_or_si256(_mm256_and_si256(nbl, low4), _mm256_and_si256(_mm256_srli_epi16(f1, 2), bits45)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(nbl, 4), low4),
-                            _mm256_and_si256(_mm256_srli_epi16(f2, 2), bits45))};
+        __m256i q[4];
+        Q6Values(f1, f2, nbl, q);
         for (int i = 0; i < 4; ++i) {
           for (int t = 0; t < T; ++t) {
             part[i][t] = _mm256_add_epi32(part[i][t], Dot4(q[i], Bcast(a[t].qs + 4 * (16 * i + p))));
@@ -414,15 +423,7 @@ inline void TileQ6_K(const uint8_t* group, int h, int64_t nb, const BlockQ8_K* a
         }
       }
     }
-    for (int t = 0; t < T; ++t) {
-      __m256i corr = _mm256_setzero_si256();
-      for (int k = 0; k < 8; ++k) {
-        corr = _mm256_add_epi32(corr, _mm256_madd_epi16(s.scpair[k], Bcast(a[t].bsums + 2 * k)));
-      }
-      const __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr, 5));
-      const __m256 dd = _mm256_mul_ps(_mm256_set1_ps(a[t].d), s.d);
-      acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(dd, _mm256_cvtepi32_ps(total)));
-    }
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_add_ps(acc[t], Q6_KTerm(s, a[t], isum[t]));
   }
   for (int t = 0; t < T; ++t) StoreRows(y + t * ldy, acc[t], valid);
 }
@@ -433,8 +434,6 @@ constexpr int kTokensQ6_K = 4;
 inline void TileQ6_KOne(const uint8_t* group, int64_t nb, const BlockQ8_K* act, float* y, int valid0,
                         int valid1) {
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  const __m256i low4 = _mm256_set1_epi8(0x0F), low6 = _mm256_set1_epi8(0x3F);
-  const __m256i bits45 = _mm256_set1_epi8(0x30);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* sb = group + b * kQ6_KPackBytes;
     Q6_KScales s[2];
@@ -458,11 +457,8 @@ inline void TileQ6_KOne(const uint8_t* group, int64_t nb, const BlockQ8_K* act, 
         for (int h = 0; h < 2; ++h) {
           const __m256i f1 = Load32(set + 32 * h), f2 = Load32(set + 64 + 32 * h);
           const __m256i nbl = Load32(set + 128 + 32 * h);
-          const __m256i q[4] = {_mm256_and_si256(f1, low6), _mm256_and_si256(f2, low6),
-                                _mm256_or_si256(_mm256_and_si256(nbl, low4),
-                                                _mm256_and_si256(_mm256_srli_epi16(f1, 2), bits45)),
-                                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(nbl, 4), low4),
-                                                _mm256_and_si256(_mm256_srli_epi16(f2, 2), bits45))};
+          __m256i q[4];
+          Q6Values(f1, f2, nbl, q);
           for (int i = 0; i < 4; ++i) part[h][i] = _mm256_add_epi32(part[h][i], Dot4(q[i], x[i]));
         }
       }
@@ -472,16 +468,7 @@ inline void TileQ6_KOne(const uint8_t* group, int64_t nb, const BlockQ8_K* act, 
         }
       }
     }
-    const __m256 ad = _mm256_set1_ps(a.d);
-    for (int h = 0; h < 2; ++h) {
-      __m256i corr = _mm256_setzero_si256();
-      for (int k = 0; k < 8; ++k) {
-        corr = _mm256_add_epi32(corr, _mm256_madd_epi16(s[h].scpair[k], Bcast(a.bsums + 2 * k)));
-      }
-      const __m256i total = _mm256_sub_epi32(isum[h], _mm256_slli_epi32(corr, 5));
-      const __m256 dd = _mm256_mul_ps(ad, s[h].d);
-      acc[h] = _mm256_add_ps(acc[h], _mm256_mul_ps(dd, _mm256_cvtepi32_ps(total)));
-    }
+    for (int h = 0; h < 2; ++h) acc[h] = _mm256_add_ps(acc[h], Q6_KTerm(s[h], a, isum[h]));
   }
   StoreRows(y, acc[0], valid0);
   if (valid1 > 0) StoreRows(y + 8, acc[1], valid1);
